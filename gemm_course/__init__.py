@@ -1,0 +1,37 @@
+"""gemm-course: GEMM, level by level. The package every notebook imports.
+
+    import gemm_course as gc
+    gc.levels()                          # the registry, in teaching order
+    C = gc.gemm(A, B, level="01_naive")  # run a level's kernel (CuPy arrays, needs a GPU)
+    gc.check("01_naive", 1000, 7, 4097)  # correctness against float64, random inputs, poisoned output
+    gc.compile_report("01_naive", arch="sm_75")   # registers, shared memory, spills, occupancy: no GPU needed
+    gc.bench([("01_naive", {})], [1024, 4096])    # timing against cuBLAS, L2 flushed, JSON with provenance
+    gc.results.recorded("01_naive")      # measurements shipped with the course
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .bench import Timing, bench, time_gpu
+from .check import CheckResult, check, random_operands, relative_error, tolerance
+from .compile import CompileReport, compile_report, kernel_source, show_source
+from .device import gpu_available
+from .launch import gemm
+from .levels import Launch, Level, Param, get_level, levels
+
+# Submodules that pull in plotly or ipywidgets load on first use, so `import gemm_course` stays light.
+_LAZY = {"diagrams", "models", "notebook", "plots", "results", "widgets"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'gemm_course' has no attribute {name!r}")
+
+
+__all__ = [
+    "CheckResult", "CompileReport", "Launch", "Level", "Param", "Timing", "bench", "check",
+    "compile_report", "gemm", "get_level", "gpu_available", "kernel_source", "levels", "models",
+    "random_operands", "relative_error", "results", "show_source", "time_gpu", "tolerance",
+]

@@ -1,0 +1,166 @@
+"""Command line: python -m gemm_course {bench,record,check,summary,report,levels} ...
+
+  bench    time chosen levels against cuBLAS over sizes, write a result file
+  record   the course's recorded set for chosen levels (what ships in gemm_course/results/)
+  check    correctness of every level on odd shapes, default and swept settings
+  summary  the recorded ladder from the shipped result files (no GPU needed)
+  report   a level's compile report for an architecture (no GPU needed)
+  levels   the registry
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Optional
+
+from .levels import get_level, levels
+
+DEFAULT_SIZES = (256, 512, 1024, 2048, 4096, 8192)
+
+
+def _value(text: str) -> Any:
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def parse_config(text: str) -> tuple[str, dict[str, Any]]:
+    """'01_naive:mapping=rows,block_x=16' -> ('01_naive', {'mapping': 'rows', 'block_x': 16})."""
+    level, _, rest = text.partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SystemExit(f"bad parameter {item!r} in {text!r}; write name=value")
+        params[key.strip()] = _value(value.strip())
+    return get_level(level).id, params
+
+
+def parse_size(text: str) -> int | tuple[int, int, int]:
+    parts = [int(p) for p in text.lower().split("x")]
+    return parts[0] if len(parts) == 1 else tuple(parts)  # type: ignore[return-value]
+
+
+def _selected(names: Optional[list[str]]):
+    return [get_level(n) for n in names] if names else list(levels())
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
+    from .bench import bench
+
+    configs = [parse_config(c) for c in args.config]
+    if not configs:
+        raise SystemExit("name at least one --config LEVEL[:name=value,...]")
+    bench(configs, [parse_size(s) for s in args.sizes.split(",")], out=args.out)
+
+
+def record_plan(level_ids: Optional[list[str]]) -> list[tuple[list, list]]:
+    """(configs, sizes) batches that `record` measures: showcase settings over the default sizes,
+    then the sweep at the level's sweep size."""
+    plan = []
+    for lv in _selected(level_ids):
+        plan.append(([(lv.id, dict(s)) for s in lv.showcase], list(DEFAULT_SIZES)))
+        if lv.sweep is not None:
+            plan.append(([(lv.id, s) for s in lv.valid_settings() if lv.sweep(s)], [lv.sweep_size]))
+    return plan
+
+
+def cmd_record(args: argparse.Namespace) -> None:
+    from .bench import bench
+
+    result = None
+    for configs, sizes in record_plan(args.levels):
+        result = bench(configs, sizes, out=args.out, result=result)
+        if result.get("interrupted"):
+            break
+    print(f"wrote {len(result['records']) if result else 0} records to {args.out}")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    from .check import ODD_SHAPES, check
+
+    failures = 0
+    for lv in _selected(args.levels):
+        settings = [lv.resolve(**s) for s in lv.showcase]
+        if args.all_settings:
+            settings += [s for s in lv.valid_settings() if s not in settings]
+        for params in settings:
+            for M, N, K in ODD_SHAPES:
+                result = check(lv, M, N, K, **params)
+                failures += not result.passed
+                if not result.passed or args.verbose:
+                    print(result)
+        print(f"{lv.id}: {len(settings)} settings × {len(ODD_SHAPES)} shapes checked")
+    print(f"{failures} failed")
+    if failures:
+        sys.exit(1)
+
+
+def cmd_summary(args: argparse.Namespace) -> None:
+    from .results import summary
+
+    rows = summary(args.level)
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        return
+    print(f"{'level':<12} {'params':<40} {'size':>16} {'TFLOPS':>8} {'cuBLAS':>8} {'ratio':>7}  GPU, date")
+    for r in rows:
+        size = f"{r['M']}×{r['N']}×{r['K']}"
+        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        print(f"{r['level']:<12} {params:<40} {size:>16} {r['tflops']:8.2f} {r['cublas_tflops']:8.2f} "
+              f"{r['ratio_to_cublas']:7.1%}  {r['gpu']}, {r['date']}")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from .compile import compile_report
+
+    level, params = parse_config(args.config)
+    print(compile_report(level, arch=args.arch, **params))
+
+
+def cmd_levels(args: argparse.Namespace) -> None:
+    for lv in levels():
+        params = ", ".join(f"{p.name}={p.default}" for p in lv.params)
+        print(f"{lv.id:<14} {lv.title_en} · {lv.title_zh}  [{lv.source}; {params}; sm_{lv.min_cc}+]")
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m gemm_course", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("bench", help="time levels against cuBLAS")
+    p.add_argument("--config", action="append", default=[], help="LEVEL[:name=value,...] (repeatable)")
+    p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="e.g. 1024,4096x4096x1024")
+    p.add_argument("--out", help="result file (JSON)")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("record", help="measure the course's recorded set")
+    p.add_argument("--levels", nargs="*", help="level ids (default: all)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("check", help="correctness on odd shapes")
+    p.add_argument("--levels", nargs="*")
+    p.add_argument("--all-settings", action="store_true", help="every valid parameter setting")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("summary", help="the recorded ladder")
+    p.add_argument("--level")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="compile report (no GPU needed)")
+    p.add_argument("config", help="LEVEL[:name=value,...]")
+    p.add_argument("--arch", default=None, help="e.g. sm_75, sm_90 (default: this GPU, else sm_90)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("levels", help="list the levels")
+    p.set_defaults(func=cmd_levels)
+
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""The one timing harness, and the benchmark that writes recorded results.
+
+Method (recorded in every result file): CUDA events around each launch; one untimed call first
+(compilation, module load, cuBLAS handle creation); then repetitions until both a minimum count
+and a time budget are reached; before every repetition the L2 cache is flushed by writing a
+buffer four times its size, so every launch reads its operands from DRAM as a real workload would;
+we report the median and the spread (quartiles, min, max). cuBLAS is timed the same way in the
+same process on the same operands, so the ratio compares like with like.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from . import device
+from .check import relative_error, tolerance
+from .levels import get_level
+from .launch import gemm
+from .models import gemm_flops
+
+METHOD = ("CUDA events around each launch; 1 untimed call, then at least {min_reps} and at most "
+          "{max_reps} timed repetitions within a {budget_s} s budget per configuration; L2 flushed "
+          "before every repetition by writing 4×L2 bytes; median with quartiles, min and max; "
+          "cuBLAS (cupy.matmul, CUPY_TF32={tf32}) timed the same way in the same run; inputs "
+          "uniform(−1, 1), checked against a float64 product before timing.")
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    reps: int
+
+    @staticmethod
+    def from_samples(samples_ms: Sequence[float]) -> "Timing":
+        s = np.asarray(samples_ms, dtype=float)
+        q1, med, q3 = np.percentile(s, [25, 50, 75])
+        return Timing(float(med), float(q1), float(q3), float(s.min()), float(s.max()), len(s))
+
+
+@functools.lru_cache(maxsize=1)
+def _l2_flush_buffer():
+    import cupy
+
+    l2 = int(device.properties().get("l2CacheSize", 64 << 20))
+    return cupy.empty(max(4 * l2, 64 << 20) // 4, dtype=cupy.int32)
+
+
+def time_gpu(fn: Callable[[], Any], *, min_reps: int = 5, max_reps: int = 50, budget_s: float = 2.0,
+             flush_l2: bool = True) -> Timing:
+    """Time fn() on the GPU with CUDA events: median of repetitions, L2 flushed before each."""
+    import cupy
+
+    device.require_gpu("timing a kernel")
+    flush = _l2_flush_buffer() if flush_l2 else None
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    fn()  # untimed: compile, load, create handles
+    cupy.cuda.get_current_stream().synchronize()
+    samples: list[float] = []
+    began = time.perf_counter()
+    while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() - began < budget_s):
+        if flush is not None:
+            flush.fill(len(samples))
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, stop))
+    return Timing.from_samples(samples)
+
+
+def _nvidia_smi(query: str) -> Optional[str]:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(method: str) -> dict[str, Any]:
+    """Where and how a measurement was made: GPU, clocks, driver, CUDA, CuPy, date, method."""
+    import cupy
+
+    props = device.properties()
+    rt = cupy.cuda.runtime
+    from cupy.cuda import nvrtc
+
+    def version(v: int) -> str:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+    return {
+        "gpu": props["name"],
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "sm_count": props["multiProcessorCount"],
+        "sm_clock_max_mhz": props["clockRate"] // 1000,
+        "sm_clock_smi": _nvidia_smi("clocks.sm,clocks.max.sm"),
+        "l2_bytes": props.get("l2CacheSize"),
+        "memory_bytes": props.get("totalGlobalMem"),
+        "driver": _nvidia_smi("driver_version") or version(rt.driverGetVersion()),
+        "cuda_driver_api": version(rt.driverGetVersion()),
+        "cuda_runtime": version(rt.runtimeGetVersion()),
+        "nvrtc": ".".join(map(str, nvrtc.getVersion())),
+        "cupy": cupy.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python -m gemm_course", *sys.argv[1:]]) if sys.argv else "",
+        "method": method,
+    }
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(path)  # atomic: an interrupted run leaves the last complete file
+
+
+def _record(level: str, params: dict, M: int, N: int, K: int, dtype: str, t: Timing,
+            **extra: Any) -> dict[str, Any]:
+    r = {"level": level, "params": params, "dtype": dtype, "M": M, "N": N, "K": K,
+         **asdict(t), "tflops": gemm_flops(M, N, K) / (t.median_ms * 1e-3) / 1e12}
+    r.update(extra)
+    return r
+
+
+Config = tuple[str, dict]
+
+
+def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]], *,
+          dtype: str = "float32", out: Optional[str | Path] = None,
+          progress: Callable[[str], None] = print, min_reps: int = 5, max_reps: int = 50,
+          budget_s: float = 2.0, result: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Check and time each (level, params) at each size, with cuBLAS in the same run.
+
+    Results are kept as they come: written to `out` after every measurement, and returned
+    (with what was measured so far) if the run is interrupted. Pass the `result` of an earlier
+    call to append to it.
+    """
+    import cupy
+
+    from .check import random_operands
+
+    configs = [(get_level(lv).id, get_level(lv).resolve(**p)) for lv, p in configs]
+    tf32 = os.environ.get("CUPY_TF32", "0")
+    if dtype == "float32" and tf32 != "0":
+        raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32 and not be an fp32 baseline; unset it")
+    method = METHOD.format(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, tf32=tf32)
+    if result is None:
+        result = {"schema": 1, "provenance": provenance(method), "records": []}
+    path = Path(out) if out else None
+    timing = dict(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s)
+    try:
+        for size in sizes:
+            M, N, K = (size, size, size) if isinstance(size, int) else size
+            A, B = random_operands(M, N, K, dtype)
+            reference = A.astype(cupy.float64) @ B.astype(cupy.float64)
+            C = cupy.empty((M, N), dtype=dtype)
+            t_blas = time_gpu(lambda: cupy.matmul(A, B, out=C), **timing)
+            blas = _record("cublas", {}, M, N, K, dtype, t_blas, ratio_to_cublas=1.0,
+                           relative_error=relative_error(C, reference))
+            result["records"].append(blas)
+            progress(f"{M}×{N}×{K} cuBLAS: {t_blas.median_ms:.3f} ms, {blas['tflops']:.2f} TFLOPS")
+            if path:
+                _write_json(path, result)
+            for level, params in configs:
+                C.fill(cupy.nan)
+                gemm(A, B, level, out=C, **params)
+                err = relative_error(C, reference)
+                ok = err <= tolerance(dtype, K)
+                t = time_gpu(lambda: gemm(A, B, level, out=C, **params), **timing) if ok else None
+                if t is None:
+                    progress(f"{M}×{N}×{K} {level} {params}: WRONG RESULT (error {err:.2e}); not timed")
+                    continue
+                rec = _record(level, params, M, N, K, dtype, t, relative_error=err,
+                              ratio_to_cublas=t_blas.median_ms / t.median_ms)
+                result["records"].append(rec)
+                progress(f"{M}×{N}×{K} {level} {params}: {t.median_ms:.3f} ms "
+                         f"[{t.q1_ms:.3f}–{t.q3_ms:.3f}], {rec['tflops']:.2f} TFLOPS, "
+                         f"{rec['ratio_to_cublas']:.1%} of cuBLAS")
+                if path:
+                    _write_json(path, result)
+            del A, B, C, reference
+            cupy.get_default_memory_pool().free_all_blocks()
+    except KeyboardInterrupt:
+        progress(f"interrupted: keeping the {len(result['records'])} measurements made so far")
+        result["interrupted"] = True
+    if path:
+        _write_json(path, result)
+    return result

@@ -1,0 +1,217 @@
+"""One compile path for every level.
+
+On a GPU, kernels are compiled by CuPy's RawModule (NVRTC under the hood) and cached per
+(source text, options, kernel name), so moving a slider back to a known setting costs nothing.
+Without a GPU, compile_report() compiles the very same source to a CUBIN with NVRTC (which needs
+no GPU, only the nvidia-cuda-nvrtc wheel) and reads the resource usage from ptxas' log.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from . import device
+from .levels import KERNEL_DIR, Level, get_level
+from .models import Occupancy, arch_limits, occupancy
+
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", f"-I{KERNEL_DIR}")
+
+
+def kernel_source(level: str | int | Level) -> str:
+    """The CUDA C source of a level, read from its file under gemm_course/kernels/."""
+    return get_level(level).path.read_text(encoding="utf-8")
+
+
+def show_source(level: str | int | Level):
+    """The level's source as a highlighted code block (Jupyter, Colab and the built book)."""
+    from IPython.display import Code
+
+    return Code(kernel_source(level), language="cuda")
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_kernel(source: str, options: tuple[str, ...], name: str):
+    import cupy
+
+    module = cupy.RawModule(code=source, options=options, name_expressions=[name])
+    try:
+        return module.get_function(name)  # compiles here, on first use
+    except Exception as err:  # NVRTC's message is long; lead with what was being compiled
+        raise RuntimeError(f"compiling {name} failed:\n{err}") from None
+
+
+def get_kernel(level: str | int | Level, params: dict[str, Any], source: Optional[str] = None):
+    """The compiled cupy.RawKernel for a resolved parameter setting (cached)."""
+    lv = get_level(level)
+    device.require_gpu(f"compiling level {lv.id} for launch")
+    source = source if source is not None else kernel_source(lv)
+    return _compiled_kernel(source, COMPILE_OPTIONS, lv.kernel_name(params))
+
+
+# --- the resource report ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CompileReport:
+    level: str
+    params: dict
+    arch: str
+    kernel: str
+    registers: int
+    static_shared_bytes: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    threads_per_block: int
+    dynamic_shared_bytes: int
+    occupancy: Occupancy
+    log: str = field(repr=False)
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Hardware limits this configuration breaks or strains, as (english, chinese) messages."""
+        lim = arch_limits(self.arch)
+        out = []
+        if self.static_shared_bytes > lim.static_shared_limit:
+            out.append((f"static shared memory {self.static_shared_bytes} B exceeds the "
+                        f"{lim.static_shared_limit} B static limit; use smaller tiles or dynamic "
+                        "shared memory with the opt-in",
+                        f"静态共享内存 {self.static_shared_bytes} B 超过 {lim.static_shared_limit} B "
+                        "的静态上限；请减小分块，或改用动态共享内存并显式申请"))
+        total_shared = self.static_shared_bytes + self.dynamic_shared_bytes
+        if total_shared > lim.max_shared_per_block:
+            out.append((f"{total_shared} B of shared memory per block exceeds {self.arch}'s "
+                        f"{lim.max_shared_per_block} B", f"每个线程块 {total_shared} B 共享内存，超过 "
+                        f"{self.arch} 的上限 {lim.max_shared_per_block} B"))
+        if self.spills:
+            out.append((f"registers spill to local memory ({self.spill_store_bytes} B stored, "
+                        f"{self.spill_load_bytes} B loaded per thread); use smaller thread tiles",
+                        f"寄存器溢出到局部内存（每线程写 {self.spill_store_bytes} B、读 "
+                        f"{self.spill_load_bytes} B）；请减小线程分块"))
+        if self.occupancy.blocks_per_sm == 0:
+            out.append((f"not even one block fits on an SM of {self.arch} "
+                        f"(limited by {self.occupancy.limited_by})",
+                        f"{self.arch} 的一个 SM 连一个线程块都放不下（受限于 {self.occupancy.limited_by}）"))
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("log")
+        d["occupancy"]["fraction"] = self.occupancy.fraction
+        return d
+
+    def _rows(self) -> list[tuple[str, str, str]]:
+        occ = self.occupancy
+        return [
+            ("kernel", "内核", self.kernel),
+            ("architecture", "架构", self.arch),
+            ("threads per block", "每块线程数", str(self.threads_per_block)),
+            ("registers per thread", "每线程寄存器", str(self.registers)),
+            ("static shared memory per block", "每块静态共享内存", f"{self.static_shared_bytes} B"),
+            ("dynamic shared memory per block", "每块动态共享内存", f"{self.dynamic_shared_bytes} B"),
+            ("stack frame per thread", "每线程栈帧", f"{self.stack_bytes} B"),
+            ("spill stores / loads", "溢出写 / 读", f"{self.spill_store_bytes} B / {self.spill_load_bytes} B"),
+            ("resident blocks per SM", "每 SM 驻留线程块", str(occ.blocks_per_sm)),
+            ("occupancy", "占用率",
+             f"{occ.warps_per_sm}/{occ.max_warps_per_sm} warps = {occ.fraction:.0%} "
+             f"(limited by {occ.limited_by})"),
+        ]
+
+    def __str__(self) -> str:
+        lines = [f"{en} / {zh}: {v}" for en, zh, v in self._rows()]
+        lines += [f"! {en} / {zh}" for en, zh in self.problems()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{html.escape(en)} · {html.escape(zh)}</td><td><code>{html.escape(v)}</code></td></tr>"
+            for en, zh, v in self._rows()
+        )
+        warn = "".join(f"<p>⚠ {html.escape(en)}<br>⚠ {html.escape(zh)}</p>" for en, zh in self.problems())
+        return f"<table class='gemm-report'>{rows}</table>{warn}"
+
+
+_PTXAS_PATTERNS = {
+    "registers": r"Used (\d+) registers",
+    "static_shared_bytes": r"(\d+) bytes smem",
+    "stack_bytes": r"(\d+) bytes stack frame",
+    "spill_store_bytes": r"(\d+) bytes spill stores",
+    "spill_load_bytes": r"(\d+) bytes spill loads",
+}
+
+
+def parse_ptxas_log(log: str) -> dict[str, int]:
+    """Registers, shared memory, stack and spill bytes from `ptxas -v` output (0 when absent)."""
+    out = {}
+    for key, pattern in _PTXAS_PATTERNS.items():
+        m = re.search(pattern, log)
+        out[key] = int(m.group(1)) if m else 0
+    return out
+
+
+def nvrtc_compile(source: str, name: str, arch: str, extra_options: tuple[str, ...] = ()) -> tuple[bytes, str, str]:
+    """Compile one kernel to a CUBIN with NVRTC. Returns (cubin, mangled name, log). No GPU needed."""
+    try:
+        from cupy.cuda import nvrtc
+    except ImportError as err:
+        raise RuntimeError("compile reports need CuPy: pip install -r requirements.txt") from err
+    try:
+        nvrtc.getVersion()
+    except Exception as err:
+        raise RuntimeError(
+            "NVRTC (libnvrtc) was not found. Install the wheel: pip install nvidia-cuda-nvrtc-cu12 "
+            f"(or a CUDA toolkit). Details: {err}") from None
+    program = nvrtc.createProgram(source, name.split("<")[0] + ".cu", [], [])
+    try:
+        nvrtc.addNameExpression(program, name)
+        options = [*COMPILE_OPTIONS, f"-arch={arch}", "--ptxas-options=-v", *extra_options]
+        try:
+            nvrtc.compileProgram(program, options)
+        except Exception:
+            raise RuntimeError(f"NVRTC could not compile {name} for {arch}:\n"
+                               f"{nvrtc.getProgramLog(program)}") from None
+        return nvrtc.getCUBIN(program), nvrtc.getLoweredName(program, name), nvrtc.getProgramLog(program)
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+@functools.lru_cache(maxsize=256)
+def _report_cached(level_id: str, params_key: tuple, arch: str, source: str) -> CompileReport:
+    lv = get_level(level_id)
+    params = dict(params_key)
+    name = lv.kernel_name(params)
+    _, mangled, log = nvrtc_compile(source, name, arch)
+    # ptxas prints one block per entry; keep the one for our kernel
+    section = log[log.find(mangled):] if mangled in log else log
+    usage = parse_ptxas_log(section)
+    launch = lv.geometry(1024, 1024, 1024, params)
+    shared = usage["static_shared_bytes"] + launch.dynamic_shared_bytes
+    occ = occupancy(arch, launch.threads_per_block, usage["registers"], shared)
+    return CompileReport(level=lv.id, params=params, arch=arch, kernel=name,
+                         threads_per_block=launch.threads_per_block,
+                         dynamic_shared_bytes=launch.dynamic_shared_bytes, occupancy=occ, log=log,
+                         **usage)
+
+
+def default_arch() -> str:
+    """The reader's GPU architecture if there is a GPU, else the H200's (sm_90)."""
+    return device.arch() if device.gpu_available() else "sm_90"
+
+
+def compile_report(level: str | int | Level, arch: Optional[str] = None, source: Optional[str] = None,
+                   **params: Any) -> CompileReport:
+    """Registers, shared memory, stack, spills and occupancy of a level's kernel on an architecture.
+
+    Works with or without a GPU. arch defaults to the reader's GPU, or sm_90 without one.
+    """
+    lv = get_level(level)
+    resolved = lv.resolve(**params)
+    arch = arch or default_arch()
+    arch_limits(arch)  # fail early, with the list of known architectures
+    src = source if source is not None else kernel_source(lv)
+    return _report_cached(lv.id, tuple(sorted(resolved.items())), arch, src)

@@ -1,0 +1,178 @@
+"""Plotly figure builders, and show(): the one way a figure reaches the reader.
+
+show() emits a MIME bundle with two entries:
+- application/vnd.plotly.v1+json, which JupyterLab and VS Code render natively;
+- text/html, a <div> and a script that draws it with window.Plotly. In the built book the page
+  carries plotly.min.js in _static (no CDN: it works offline); the script waits for it. Anywhere
+  else without Plotly loaded (classic Jupyter, Colab) it loads plotly.js from the CDN first.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import plotly.graph_objects as go
+
+from .models import GpuSpec, roofline
+
+CUBLAS_COLOR = "#222222"
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+_SCRIPT = """<script type="text/javascript">(function () {
+  var fig = %(fig)s, id = "%(id)s";
+  function draw() { Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false}); }
+  if (window.Plotly) { draw(); return; }
+  if (document.querySelector('script[src*="plotly.min.js"]')) {  // the book: wait for _static/plotly.min.js
+    var tries = 0;
+    (function wait() { if (window.Plotly) draw(); else if (tries++ < 400) setTimeout(wait, 25); })();
+    return;
+  }
+  var s = document.createElement("script");  // a notebook front end without Plotly: fetch it
+  s.src = "https://cdn.plot.ly/plotly-%(version)s.min.js";
+  s.onload = draw;
+  document.head.appendChild(s);
+})();</script>"""
+
+
+def figure_html(fig: go.Figure) -> str:
+    """The figure as an HTML fragment that draws itself (see the module docstring)."""
+    from plotly.offline import get_plotlyjs_version
+
+    div_id = f"gemm-fig-{uuid.uuid4().hex[:12]}"
+    height = fig.layout.height or 450
+    return (f'<div id="{div_id}" class="gemm-figure" style="width:100%;height:{height}px"></div>'
+            + _SCRIPT % {"fig": fig.to_json(), "id": div_id, "version": get_plotlyjs_version()})
+
+
+def show(fig: go.Figure) -> None:
+    """Display a plotly figure in JupyterLab, Colab, VS Code and the built book alike."""
+    from IPython.display import display
+
+    bundle = {
+        "application/vnd.plotly.v1+json": json.loads(fig.to_json()),
+        "text/html": figure_html(fig),
+        "text/plain": f"<plotly figure: {fig.layout.title.text or 'untitled'}>",
+    }
+    display(bundle, raw=True)
+
+
+def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, **kw: Any) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, template="plotly_white",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18), height=460,
+                      margin=dict(l=60, r=20, t=60, b=40), **kw)
+    return fig
+
+
+def config_label(record: Mapping[str, Any]) -> str:
+    """A short legend label for a measured configuration: level and its parameters."""
+    if record["level"] == "cublas":
+        return "cuBLAS"
+    params = " ".join(f"{k}={v}" for k, v in record["params"].items())
+    return f"{record['level']} {params}".strip()
+
+
+def size_label(record: Mapping[str, Any]) -> str:
+    M, N, K = record["M"], record["N"], record["K"]
+    return str(M) if M == N == K else f"{M}×{N}×{K}"
+
+
+def performance_figure(records: Iterable[Mapping[str, Any]], metric: str = "tflops",
+                       title: Optional[str] = None, subtitle: str = "") -> go.Figure:
+    """TFLOPS (or time in ms) against matrix size: one line per configuration, cuBLAS in black."""
+    key = {"tflops": "tflops", "ms": "median_ms"}[metric]
+    series: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        series.setdefault(config_label(r), []).append(r)
+    fig = go.Figure()
+    for i, (label, rows) in enumerate(sorted(series.items(), key=lambda kv: kv[0] != "cuBLAS")):
+        rows = sorted(rows, key=lambda r: r["M"] * r["N"] * r["K"])
+        err = None
+        if metric == "ms":
+            err = dict(type="data", symmetric=False, array=[r["q3_ms"] - r["median_ms"] for r in rows],
+                       arrayminus=[r["median_ms"] - r["q1_ms"] for r in rows])
+        color = CUBLAS_COLOR if label == "cuBLAS" else PALETTE[i % len(PALETTE)]
+        fig.add_trace(go.Scatter(
+            x=[size_label(r) for r in rows], y=[r[key] for r in rows], name=label, mode="lines+markers",
+            error_y=err, line=dict(color=color, dash="dash" if label == "cuBLAS" else "solid"),
+            customdata=[[r.get("ratio_to_cublas", 1.0), r["median_ms"], r["reps"]] for r in rows],
+            hovertemplate="%{x}: %{y:.3g}<br>%{customdata[0]:.1%} of cuBLAS, median %{customdata[1]:.3g} ms"
+                          " over %{customdata[2]} reps<extra>" + label + "</extra>"))
+    ytitle = "TFLOPS" if metric == "tflops" else "time (ms, median; bars: quartiles) · 时间（毫秒）"
+    fig = _layout(fig, title or "", "matrix size (M = N = K) · 矩阵规模", ytitle)
+    fig.update_xaxes(type="category")
+    if metric == "ms":
+        fig.update_yaxes(type="log")
+    if subtitle:
+        fig.add_annotation(text=subtitle, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                           font=dict(size=11, color="#666"), xanchor="left")
+    return fig
+
+
+def sweep_figure(records: Sequence[Mapping[str, Any]], x: str, y: str, by: Optional[str] = None,
+                 title: str = "", subtitle: str = "") -> go.Figure:
+    """Heatmap of TFLOPS over two parameters; a dropdown picks the value of a third (`by`).
+
+    Works in the static book: the interactivity is plotly's own, no kernel needed.
+    """
+    groups = sorted({r["params"][by] for r in records}) if by else [None]
+    xs = sorted({r["params"][x] for r in records})
+    ys = sorted({r["params"][y] for r in records})
+    fig = go.Figure()
+    for gi, g in enumerate(groups):
+        grid = [[None] * len(xs) for _ in ys]
+        for r in records:
+            if by is None or r["params"][by] == g:
+                grid[ys.index(r["params"][y])][xs.index(r["params"][x])] = round(r["tflops"], 2)
+        fig.add_trace(go.Heatmap(z=grid, x=[str(v) for v in xs], y=[str(v) for v in ys], visible=gi == 0,
+                                 colorscale="Viridis", colorbar=dict(title="TFLOPS"),
+                                 texttemplate="%{z}", hovertemplate=f"{x}=%{{x}} {y}=%{{y}}: "
+                                 "%{z} TFLOPS<extra></extra>"))
+    if by:
+        buttons = [dict(label=f"{by} = {g}", method="update",
+                        args=[{"visible": [i == gi for i in range(len(groups))]}])
+                   for gi, g in enumerate(groups)]
+        fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.15)])
+    fig = _layout(fig, title, x, y)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category")
+    if subtitle:
+        fig.add_annotation(text=subtitle, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                           font=dict(size=11, color="#666"), xanchor="left")
+    return fig
+
+
+def roofline_figure(spec: GpuSpec, points: Sequence[Mapping[str, Any]] = (), title: str = "") -> go.Figure:
+    """The fp32 roofline of a GPU, with measured points: each {label, intensity, tflops}."""
+    lo, hi = 0.05, 2000.0
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    fig = go.Figure(go.Scatter(
+        x=xs, y=[roofline(v, spec.fp32_peak_tflops, spec.memory_bandwidth_gbs) for v in xs],
+        name=f"{spec.name} roof · 屋顶线", mode="lines", line=dict(color=CUBLAS_COLOR, width=3),
+        hovertemplate="%{x:.3g} FLOP/B → %{y:.3g} TFLOPS<extra></extra>"))
+    for i, p in enumerate(points):
+        fig.add_trace(go.Scatter(x=[p["intensity"]], y=[p["tflops"]], name=p["label"], mode="markers",
+                                 marker=dict(size=12, color=PALETTE[i % len(PALETTE)]),
+                                 hovertemplate="%{x:.3g} FLOP/B, %{y:.3g} TFLOPS<extra>" + p["label"]
+                                 + "</extra>"))
+    fig.add_vline(x=spec.ridge_point, line_dash="dot", line_color="#888",
+                  annotation_text=f"ridge {spec.ridge_point:.1f} FLOP/B", annotation_position="top left")
+    fig = _layout(fig, title or f"fp32 roofline: {spec.name}",
+                  "arithmetic intensity (FLOP/byte) · 计算强度", "TFLOPS")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    fig.add_annotation(text=f"peak {spec.fp32_peak_tflops:.1f} TFLOPS, {spec.memory_bandwidth_gbs:.0f} GB/s "
+                       f"({spec.source})", xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                       font=dict(size=11, color="#666"), xanchor="left")
+    return fig
+
+
+def sweep_bar_figure(tried: Sequence[Mapping[str, Any]], title: str = "") -> go.Figure:
+    """Bars of TFLOPS for each setting tried (each {label, tflops, cublas_tflops}), cuBLAS as markers."""
+    labels = [t["label"] for t in tried]
+    fig = go.Figure([
+        go.Bar(x=labels, y=[t["tflops"] for t in tried], name="kernel · 内核", marker_color=PALETTE[0]),
+        go.Scatter(x=labels, y=[t["cublas_tflops"] for t in tried], name="cuBLAS", mode="markers",
+                   marker=dict(color=CUBLAS_COLOR, symbol="line-ew-open", size=30, line=dict(width=3))),
+    ])
+    return _layout(fig, title, "setting · 设置", "TFLOPS")

@@ -1,0 +1,72 @@
+"""Recorded measurements shipped with the package, for readers without a GPU (and for the prose)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def recorded_files() -> list[Path]:
+    return sorted(RESULTS_DIR.glob("*.json"))
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("schema") != 1 or "provenance" not in data:
+        raise ValueError(f"{path} is not a gemm_course result file (schema 1 with provenance)")
+    return data
+
+
+def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
+             files: Optional[list[Path]] = None) -> list[dict[str, Any]]:
+    """All recorded records (optionally one level's, one GPU's), each with its file's provenance.
+
+    A level's records come with the cuBLAS records measured in the same run at the same sizes.
+    """
+    rows = []
+    for path in files or recorded_files():
+        data = load(path)
+        prov = data["provenance"]
+        if gpu and prov["gpu"] != gpu:
+            continue
+        wanted_sizes = {(r["M"], r["N"], r["K"]) for r in data["records"] if level in (None, r["level"])}
+        for r in data["records"]:
+            if level is None or r["level"] == level or (
+                    r["level"] == "cublas" and (r["M"], r["N"], r["K"]) in wanted_sizes):
+                rows.append({**r, "gpu": prov["gpu"], "date": prov["date"][:10], "file": path.name,
+                             "provenance": prov})
+    return rows
+
+
+def find(level: str, M: int, N: Optional[int] = None, K: Optional[int] = None,
+         gpu: Optional[str] = None, **params: Any) -> dict[str, Any]:
+    """The one recorded record of a level at a size with exactly these params (KeyError if none)."""
+    N = M if N is None else N
+    K = M if K is None else K
+    for r in recorded(level, gpu):
+        if r["level"] == level and (r["M"], r["N"], r["K"]) == (M, N, K) and \
+                all(r["params"].get(k) == v for k, v in params.items()):
+            return r
+    raise KeyError(f"no recorded result for {level} {params} at {M}×{N}×{K}")
+
+
+def provenance_line(record: dict[str, Any]) -> str:
+    """One line that says where a recorded number came from."""
+    p = record["provenance"]
+    return (f"{p['gpu']} (sm_{p['compute_capability'].replace('.', '')}), driver {p['driver']}, "
+            f"CUDA {p['cuda_runtime']}, CuPy {p['cupy']}, {p['date'][:10]}; `{p['command']}`")
+
+
+def summary(level: Optional[str] = None) -> list[dict[str, Any]]:
+    """The recorded ladder: level, params, dtype, size, TFLOPS, cuBLAS TFLOPS, ratio, GPU, date."""
+    rows = []
+    for r in recorded(level):
+        if r["level"] == "cublas":
+            continue
+        rows.append({"level": r["level"], "params": r["params"], "dtype": r["dtype"],
+                     "M": r["M"], "N": r["N"], "K": r["K"], "ms": r["median_ms"],
+                     "tflops": r["tflops"], "cublas_tflops": r["tflops"] / r["ratio_to_cublas"],
+                     "ratio_to_cublas": r["ratio_to_cublas"], "gpu": r["gpu"], "date": r["date"]})
+    return rows

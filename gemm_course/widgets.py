@@ -1,0 +1,100 @@
+"""Sliders for a level's parameters.
+
+On a GPU, every change recompiles (cached), checks and times the kernel at the chosen size against
+cuBLAS, and adds the result to a chart of everything tried so far. Without a GPU the same sliders
+update the compile report (NVRTC, no GPU needed) and show the recorded measurement of that setting.
+Widgets need a live kernel: the static book shows plotly figures with their own sliders instead.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Optional, Sequence
+
+from . import device, results
+from .compile import compile_report
+from .levels import Level, get_level
+
+
+def _control(p: Any):
+    import ipywidgets as w
+
+    if all(isinstance(c, int) for c in p.choices):
+        return w.SelectionSlider(options=list(p.choices), value=p.default, description=p.name,
+                                 continuous_update=False, style={"description_width": "initial"})
+    return w.ToggleButtons(options=list(p.choices), value=p.default, description=p.name)
+
+
+def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = (1024, 2048, 4096),
+             arch: Optional[str] = None):
+    """An ipywidgets panel: parameter sliders, compile report, and live or recorded performance."""
+    import ipywidgets as w
+    from IPython.display import HTML, display
+
+    lv = get_level(level)
+    controls = {p.name: _control(p) for p in lv.params}
+    size_control = w.Dropdown(options=list(sizes), value=size if size in sizes else sizes[-1],
+                              description="M = N = K")
+    report_out, perf_out = w.Output(), w.Output()
+    tried: list[dict[str, Any]] = []  # live measurements of this session, for the chart
+    live = device.gpu_available()
+
+    def update(_change: Any = None) -> None:
+        values = {name: c.value for name, c in controls.items()}
+        report_out.clear_output(wait=True)
+        perf_out.clear_output(wait=True)
+        try:
+            params = lv.resolve(**values)
+        except ValueError as err:
+            with report_out:
+                display(HTML(f"<p>⚠ {html.escape(str(err))}</p>"))
+            return
+        with report_out:
+            display(compile_report(lv, arch=arch, **params))
+        with perf_out:
+            if live:
+                _measure_live(lv, params, size_control.value, tried)
+            else:
+                _show_recorded(lv, params)
+
+    for c in [*controls.values(), size_control]:
+        c.observe(update, names="value")
+    mode = ("live on " + device.gpu_name()) if live else "no GPU: compile report + recorded results"
+    header = w.HTML(f"<b>{html.escape(lv.id)}</b> · {html.escape(mode)}")
+    update()
+    return w.VBox([header, w.HBox([w.VBox(list(controls.values()) + [size_control]), report_out]), perf_out])
+
+
+def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[str, Any]]) -> None:
+    import cupy
+
+    from .bench import time_gpu
+    from .check import check, random_operands
+    from .models import gemm_flops
+    from .plots import show, sweep_bar_figure
+
+    result = check(lv, 127, 129, 131, **params)
+    print(result)
+    if not result.passed:
+        return
+    A, B = random_operands(n, n, n)
+    C = cupy.empty((n, n), dtype=A.dtype)
+    from .launch import gemm
+
+    t = time_gpu(lambda: gemm(A, B, lv, out=C, **params), budget_s=0.5, max_reps=20)
+    t_blas = time_gpu(lambda: cupy.matmul(A, B, out=C), budget_s=0.5, max_reps=20)
+    flops = gemm_flops(n, n, n)
+    tried.append({"label": " ".join(f"{k}={v}" for k, v in params.items()) + f" @ {n}",
+                  "tflops": flops / t.median_ms / 1e9, "cublas_tflops": flops / t_blas.median_ms / 1e9})
+    print(f"{n}³: {t.median_ms:.3f} ms ({tried[-1]['tflops']:.2f} TFLOPS), cuBLAS {t_blas.median_ms:.3f} ms "
+          f"({tried[-1]['cublas_tflops']:.2f} TFLOPS): {t_blas.median_ms / t.median_ms:.1%} of cuBLAS")
+    show(sweep_bar_figure(tried, title=f"{lv.id}: settings tried in this session · 本次会话尝试过的设置"))
+
+
+def _show_recorded(lv: Level, params: dict[str, Any]) -> None:
+    matches = [r for r in results.recorded(lv.id) if r["level"] == lv.id and r["params"] == params]
+    if not matches:
+        print("No recorded measurement for this setting. · 此设置没有记录的测量结果。")
+        return
+    for r in sorted(matches, key=lambda r: r["M"]):
+        print(f"{r['M']}×{r['N']}×{r['K']}: {r['median_ms']:.3f} ms, {r['tflops']:.2f} TFLOPS, "
+              f"{r['ratio_to_cublas']:.1%} of cuBLAS ({results.provenance_line(r)})")

@@ -1,0 +1,165 @@
+"""Checks of the built book in _build/html (run `jupyter-book build .` first).
+
+Skipped when the book is not built, except under CI=true where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+HTML = REPO / "_build" / "html"
+# A page must not *load* plotly from the network: no <script src> / <link href> to it.
+# (A figure script may keep a CDN fallback for Jupyter/Colab as a string; in the book
+# it is dead code because _static/plotly.min.js is loaded before it runs.)
+PLOTLY_CDN = re.compile(
+    r"""<(?:script|link)\b[^>]*\s(?:src|href)\s*=\s*["'](?:https?:)?//[^"']*plot\.?ly""", re.I)
+FIGURE = re.compile(r"Plotly\.(?:newPlot|react|plot)\b")
+
+
+def _toc_docs() -> list[str]:
+    """Every `root`/`file` of _toc.yml, in order, without file extension."""
+
+    def walk(node: object) -> list[str]:
+        if isinstance(node, list):
+            return [d for item in node for d in walk(item)]
+        if not isinstance(node, dict):
+            return []
+        own = [str(node[k]) for k in ("root", "file") if k in node]
+        return own + [d for k, v in node.items() if k not in ("root", "file") for d in walk(v)]
+
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text(encoding="utf-8"))
+    return [re.sub(r"\.(md|ipynb)$", "", d) for d in walk(toc)]
+
+
+DOCS = _toc_docs()
+
+
+class Page(HTMLParser):
+    """The bits of a page the tests look at: classes, scripts, where <body> starts."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.classes: set[str] = set()
+        self.ids: set[str] = set()
+        self.scripts: list[dict[str, str | None]] = []  # in document order
+        self.h1_classes: set[str] = set()
+        self.body_script_index: int | None = None
+        self._in_h1 = False
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        cls = set((a.get("class") or "").split())
+        self.classes |= cls
+        if a.get("id"):
+            self.ids.add(a["id"] or "")
+        if tag == "h1":
+            self._in_h1 = True
+        elif self._in_h1:
+            self.h1_classes |= cls
+        if tag == "body":
+            self.body_script_index = len(self.scripts)
+        if tag == "script":
+            self.scripts.append(a)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "h1":
+            self._in_h1 = False
+
+
+@pytest.fixture(scope="module")
+def html_dir() -> Path:
+    if not (HTML / "index.html").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail("build the book first: jupyter-book build .", pytrace=False)
+        pytest.skip("book not built; run: jupyter-book build .")
+    return HTML
+
+
+def _page(html_dir: Path, doc: str) -> tuple[str, Page]:
+    path = html_dir / f"{doc}.html"
+    if not path.is_file():
+        pytest.fail(f"{doc} is in _toc.yml but {path.relative_to(REPO)} was not built",
+                    pytrace=False)
+    text = path.read_text(encoding="utf-8")
+    return text, Page(text)
+
+
+def _source(doc: str) -> Path | None:
+    return next((p for ext in (".ipynb", ".md") if (p := REPO / f"{doc}{ext}").is_file()),
+                None)
+
+
+def _is_bilingual(src: Path) -> bool:
+    text = src.read_text(encoding="utf-8")
+    return bool(re.search(r"[\"']lang-en[\"']", text) and re.search(r"[\"']lang-zh[\"']", text))
+
+
+docs = pytest.mark.parametrize("doc", DOCS)
+
+
+@docs
+def test_page_built(html_dir: Path, doc: str) -> None:
+    assert (html_dir / f"{doc}.html").is_file(), f"{doc}.html missing from _build/html"
+
+
+@docs
+def test_language_switch(html_dir: Path, doc: str) -> None:
+    text, page = _page(html_dir, doc)
+    assert "lang-switch" in page.ids, f"{doc}.html: no element with id='lang-switch'"
+    srcs = [s.get("src") or "" for s in page.scripts]
+    assert any("_static/bilingual.js" in s for s in srcs), f"{doc}.html lacks bilingual.js"
+    assert "_static/bilingual.css" in text, f"{doc}.html lacks bilingual.css"
+    head = text.split("<body", 1)[0]
+    assert "dataset.lang" in head, f"{doc}.html: no early <head> script setting data-lang"
+
+
+@docs
+def test_language_classes(html_dir: Path, doc: str) -> None:
+    src = _source(doc)
+    if src is None or not _is_bilingual(src):
+        pytest.skip(f"{doc}: source has no lang-en/lang-zh cells")
+    _, page = _page(html_dir, doc)
+    for cls in ("lang-en", "lang-zh"):
+        assert cls in page.classes, f"{doc}.html: no element has class {cls!r}"
+    assert {"lang-en", "lang-zh"} <= page.h1_classes, (
+        f"{doc}.html: page H1 not split into lang-en / lang-zh halves "
+        "(is it '# English · 中文' in an untagged first cell?)")
+
+
+def test_plotly_bundled(html_dir: Path) -> None:
+    js = html_dir / "_static" / "plotly.min.js"
+    assert js.is_file() and js.stat().st_size > 1_000_000, "_static/plotly.min.js missing"
+    with_figures = []
+    for path in sorted(html_dir.rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        if not FIGURE.search(text):
+            continue
+        with_figures.append(path)
+        page = Page(text)
+        rel = path.relative_to(html_dir)
+        tags = [s for s in page.scripts if "_static/plotly.min.js" in (s.get("src") or "")]
+        assert tags, f"{rel} draws a Plotly figure but does not load _static/plotly.min.js"
+        assert "defer" not in tags[0] and "async" not in tags[0], (
+            f"{rel}: plotly.min.js must load blocking so figure scripts find window.Plotly")
+        first = page.scripts.index(tags[0])
+        assert page.body_script_index is not None and first < page.body_script_index, (
+            f"{rel}: plotly.min.js must be loaded in <head>, before the figure scripts")
+    if not with_figures:
+        pytest.skip("no page draws a Plotly figure yet; plotly.min.js is bundled")
+
+
+def test_no_plotly_cdn(html_dir: Path) -> None:
+    offenders = [
+        str(p.relative_to(html_dir))
+        for p in sorted(html_dir.rglob("*.html"))
+        if PLOTLY_CDN.search(p.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, f"pages load plotly from a CDN (must be offline): {offenders}"

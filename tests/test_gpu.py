@@ -1,0 +1,52 @@
+"""Tests that need a CUDA GPU (skipped without one; run them on a GPU machine with `pytest tests/test_gpu.py`)."""
+import pytest
+
+import gemm_course as gc
+from gemm_course.check import ODD_SHAPES
+
+pytestmark = pytest.mark.skipif(not gc.gpu_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("level", [lv.id for lv in gc.levels() if not lv.uses_tensor_cores])
+@pytest.mark.parametrize("shape", ODD_SHAPES)
+def test_levels_correct_on_odd_shapes(level, shape):
+    lv = gc.get_level(level)
+    for params in lv.showcase:
+        result = gc.check(level, *shape, **params)
+        assert result.passed, str(result)
+
+
+def test_operand_errors_are_clear():
+    import cupy
+
+    A = cupy.ones((4, 3), dtype=cupy.float32)
+    with pytest.raises(ValueError, match="float32"):
+        gc.gemm(A.astype(cupy.float64), A.T.copy())
+    with pytest.raises(ValueError, match="shapes do not match"):
+        gc.gemm(A, A)
+    with pytest.raises(ValueError, match="contiguous"):
+        gc.gemm(A, A.T)
+    with pytest.raises(TypeError, match="cupy.asarray"):
+        gc.gemm(A.get(), A.T.copy())
+    with pytest.raises(ValueError, match="empty"):
+        gc.gemm(cupy.ones((0, 3), cupy.float32), cupy.ones((3, 2), cupy.float32))
+
+
+def test_kernel_cache_returns_same_object():
+    from gemm_course.compile import get_kernel
+
+    p = gc.get_level("01_naive").resolve(block_x=16)
+    assert get_kernel("01_naive", p) is get_kernel("01_naive", p)
+
+
+def test_a_broken_kernel_fails_the_check():
+    src = gc.kernel_source("01_naive").replace("for (int k = 0; k < K; ++k)", "for (int k = 1; k < K; ++k)")
+    assert not gc.check("01_naive", 33, 65, 17, source=src).passed
+
+
+def test_timing_harness_reports_spread():
+    import cupy
+
+    A, B = gc.random_operands(512, 512, 512)
+    t = gc.time_gpu(lambda: cupy.matmul(A, B), min_reps=5, max_reps=10, budget_s=0.1)
+    assert 5 <= t.reps <= 10 and 0 < t.min_ms <= t.q1_ms <= t.median_ms <= t.q3_ms <= t.max_ms

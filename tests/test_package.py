@@ -1,0 +1,237 @@
+"""Unit tests of the package that need no GPU: registry, validation, compile reports, models, results."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gemm_course as gc
+from gemm_course import models, results
+from gemm_course.compile import parse_ptxas_log
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- the registry ---------------------------------------------------------------------------------
+
+def test_registry_is_ordered_and_complete():
+    lvs = gc.levels()
+    assert [lv.number for lv in lvs] == sorted(lv.number for lv in lvs)
+    assert len({lv.id for lv in lvs}) == len(lvs)
+    for lv in lvs:
+        assert lv.id.startswith(f"{lv.number:02d}_")
+        assert lv.path.is_file(), lv.path
+        assert lv.title_en and re.search(r"[\u4e00-\u9fff]", lv.title_zh)
+        source = lv.path.read_text()
+        for setting in [lv.defaults, *lv.valid_settings()[:5]]:
+            assert lv.kernel_name(setting).split("<")[0] in source
+
+
+@pytest.mark.parametrize("lookup", ["01_naive", 1, "1", "naive"])
+def test_get_level_accepts_id_number_and_name(lookup):
+    assert gc.get_level(lookup).id == "01_naive"
+
+
+def test_unknown_level_lists_known_ones():
+    with pytest.raises(ValueError, match="01_naive"):
+        gc.get_level("99_magic")
+
+
+def test_resolve_fills_defaults_and_rejects_bad_settings():
+    lv = gc.get_level("01_naive")
+    assert lv.resolve() == lv.defaults
+    with pytest.raises(ValueError, match="no parameter tile"):
+        lv.resolve(tile=16)
+    with pytest.raises(ValueError, match="choose one of"):
+        lv.resolve(block_x=24)
+    with pytest.raises(ValueError, match="exceeds the hardware limit of 1024"):
+        lv.resolve(block_x=64, block_y=32)
+    with pytest.raises(ValueError, match="less than one warp"):
+        lv.resolve(block_x=4, block_y=4)
+
+
+def test_valid_settings_all_resolve():
+    for lv in gc.levels():
+        settings = lv.valid_settings()
+        assert lv.defaults in settings
+        assert all(lv.resolve(**s) == s for s in settings)
+
+
+def test_naive_geometry_covers_every_element():
+    lv = gc.get_level("01_naive")
+    for mapping in ("cols", "rows"):
+        p = lv.resolve(mapping=mapping, block_x=32, block_y=8)
+        launch = lv.geometry(1000, 7, 4097, p)
+        (gx, gy, _), (bx, by, _) = launch.grid, launch.block
+        rows_cols = (gy * by, gx * bx) if mapping == "cols" else (gx * bx, gy * by)
+        assert rows_cols[0] >= 1000 and rows_cols[1] >= 7
+        assert rows_cols[0] - 1000 < (by if mapping == "cols" else bx)  # no whole idle block row
+
+
+# --- compile reports (NVRTC, no GPU) -------------------------------------------------------------
+
+def test_parse_ptxas_log():
+    log = ("ptxas info    : Function properties for k\n"
+           "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+           "ptxas info    : Used 42 registers, used 1 barriers, 4096 bytes smem, 380 bytes cmem[0]\n")
+    assert parse_ptxas_log(log) == {"registers": 42, "static_shared_bytes": 4096, "stack_bytes": 16,
+                                    "spill_store_bytes": 8, "spill_load_bytes": 12}
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+def test_compile_report_without_gpu(arch):
+    for lv in gc.levels():
+        if lv.min_cc > int(arch[3:]):
+            continue
+        r = gc.compile_report(lv, arch=arch)
+        assert r.arch == arch and 0 < r.registers <= 255
+        assert not r.spills and r.problems() == []
+        assert r.occupancy.blocks_per_sm >= 1
+        assert "registers" in str(r) and "<table" in r._repr_html_()
+
+
+def test_compile_report_is_cached():
+    a = gc.compile_report("01_naive", arch="sm_80", block_x=16)
+    assert gc.compile_report("01_naive", arch="sm_80", block_x=16) is a
+
+
+def test_compile_report_rejects_unknown_arch():
+    with pytest.raises(ValueError, match="sm_90"):
+        gc.compile_report("01_naive", arch="sm_42")
+
+
+def test_edited_source_is_compiled_and_errors_are_readable():
+    broken = gc.kernel_source("01_naive").replace("acc +=", "acc += undefined_name +")
+    with pytest.raises(RuntimeError, match="undefined_name"):
+        gc.compile_report("01_naive", arch="sm_90", source=broken)
+
+
+# --- models --------------------------------------------------------------------------------------
+
+def test_occupancy_calculator_known_cases():
+    # 256 threads, 32 registers on sm_90: 8 blocks fill the 64 warps
+    occ = models.occupancy("sm_90", 256, 32, 0)
+    assert (occ.blocks_per_sm, occ.fraction, occ.limited_by) == (8, 1.0, "threads")
+    # 1024 threads × 64 registers = 65536: exactly one block; 65 registers: none fits
+    assert models.occupancy("sm_90", 1024, 64, 0).blocks_per_sm == 1
+    assert models.occupancy("sm_90", 1024, 65, 0).blocks_per_sm == 0
+    # 48 KB of shared memory per block: 4 blocks in 228 KB on sm_90 (1 KB reserved each), 1 on sm_75
+    assert models.occupancy("sm_90", 128, 32, 48 * 1024).blocks_per_sm == 4
+    assert models.occupancy("sm_75", 128, 32, 48 * 1024).limited_by == "shared memory"
+
+
+def test_flops_bytes_intensity():
+    assert models.gemm_flops(2, 3, 4) == 48
+    assert models.gemm_min_bytes(2, 3, 4) == 4 * (8 + 12 + 6)
+    n = 4096
+    assert models.arithmetic_intensity(n, n, n) == pytest.approx(2 * n / 12)
+    h200 = models.KNOWN_GPUS["NVIDIA H200"]
+    assert h200.fp32_peak_tflops == pytest.approx(132 * 128 * 2 * 1.98 / 1000)
+    assert models.roofline(0.25, h200.fp32_peak_tflops, h200.memory_bandwidth_gbs) == pytest.approx(1.2)
+
+
+def test_tolerance_separates_fp32_from_tf32():
+    for K in (1, 1000, 4097):
+        assert gc.tolerance("float32", K) < 2.0 ** -11  # TF32's unit roundoff would fail
+    assert gc.tolerance("float32", 4097) > gc.tolerance("float32", 7)
+
+
+def test_relative_error_nan_never_passes():
+    import numpy as np
+
+    ref = np.ones((2, 2))
+    C = np.ones((2, 2), dtype=np.float32)
+    C[0, 0] = np.nan
+    assert not gc.relative_error(C, ref) <= 1.0
+
+
+# --- recorded results ----------------------------------------------------------------------------
+
+REQUIRED_PROVENANCE = {"gpu", "compute_capability", "sm_count", "sm_clock_max_mhz", "driver", "cuda_runtime",
+                       "nvrtc", "cupy", "date", "command", "method"}
+
+
+@pytest.mark.parametrize("path", results.recorded_files(), ids=lambda p: p.name)
+def test_recorded_files_are_consistent(path):
+    data = results.load(path)
+    assert REQUIRED_PROVENANCE <= set(data["provenance"])
+    blas = {}
+    for r in data["records"]:
+        assert r["min_ms"] <= r["q1_ms"] <= r["median_ms"] <= r["q3_ms"] <= r["max_ms"]
+        assert r["tflops"] == pytest.approx(2 * r["M"] * r["N"] * r["K"] / r["median_ms"] / 1e9)
+        if r["level"] == "cublas":
+            blas[(r["M"], r["N"], r["K"])] = r["median_ms"]
+            continue
+        assert r["relative_error"] <= gc.tolerance(r["dtype"], r["K"])
+        assert r["ratio_to_cublas"] == pytest.approx(blas[(r["M"], r["N"], r["K"])] / r["median_ms"])
+        gc.get_level(r["level"]).resolve(**r["params"])  # a setting the registry still accepts
+
+
+def test_every_level_has_recorded_results():
+    recorded_levels = {r["level"] for r in results.recorded()}
+    assert {lv.id for lv in gc.levels()} <= recorded_levels
+
+
+def test_summary_command_json():
+    out = subprocess.run([sys.executable, "-m", "gemm_course", "summary", "--json"], capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout
+    rows = json.loads(out)
+    assert rows and {"level", "tflops", "cublas_tflops", "ratio_to_cublas", "gpu"} <= set(rows[0])
+
+
+def test_report_command_without_gpu():
+    out = subprocess.run([sys.executable, "-m", "gemm_course", "report", "01_naive:mapping=rows",
+                          "--arch", "sm_75"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert "gemm_naive_rows<32, 8>" in out and "sm_75" in out
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+def test_show_emits_html_that_draws_with_plotly(capsys):
+    import plotly.graph_objects as go
+    from IPython.core.formatters import DisplayFormatter  # noqa: F401  (IPython is a dependency)
+
+    html = gc.plots.figure_html(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+    assert "Plotly.newPlot" in html and 'class="gemm-figure"' in html
+
+
+def test_performance_figure_has_cublas_and_each_config():
+    recs = [r for r in results.recorded("01_naive") if r["params"].get("block_y", 8) == 8
+            and r["params"].get("block_x", 32) == 32]
+    fig = gc.plots.performance_figure(recs)
+    names = {t.name for t in fig.data}
+    assert "cuBLAS" in names and any("mapping=rows" in n for n in names)
+
+
+# --- the prose quotes the recorded file ----------------------------------------------------------
+
+def _english_prose(notebook: Path) -> str:
+    nb = json.loads(notebook.read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"]
+                     if "lang-en" in c.get("metadata", {}).get("tags", []))
+
+
+def test_level1_prose_numbers_come_from_the_recorded_file():
+    prose = _english_prose(ROOT / "notebooks" / "01_naive.ipynb")
+    cols = {n: results.find("01_naive", n, mapping="cols", block_x=32, block_y=8) for n in (1024, 4096, 8192)}
+    rows = [results.find("01_naive", n, mapping="rows", block_x=32, block_y=8) for n in (1024, 2048, 4096, 8192)]
+    c8 = cols[8192]
+    claims = [
+        f"{c8['tflops']:.2f} TFLOPS at 8192³, {c8['ratio_to_cublas']:.1%} of cuBLAS's "
+        f"{c8['tflops'] / c8['ratio_to_cublas']:.1f} TFLOPS",
+        f"{cols[1024]['tflops']:.2f} TFLOPS ({cols[1024]['ratio_to_cublas']:.1%}) at 1024³",
+        f"{min(r['ratio_to_cublas'] for r in rows):.1%} to {max(r['ratio_to_cublas'] for r in rows):.1%} of cuBLAS",
+        f"finishes in {cols[4096]['median_ms']:.1f} ms",
+        f"{models.naive_load_requests(4096, 4096, 4096) / 1e12:.2f} TB at 4096³",
+    ]
+    for claim in claims:
+        assert claim in prose, f"the Level 1 prose should say {claim!r} (from the recorded file)"
+    assert all(0.45 <= r["tflops"] <= 0.55 for r in rows)  # "stays near 0.5 TFLOPS"
+    sweep = [r for r in results.recorded("01_naive") if r["M"] == 4096 and r["level"] == "01_naive"
+             and r["params"]["mapping"] == "cols"]
+    by_bx = {bx: [r["tflops"] for r in sweep if r["params"]["block_x"] == bx] for bx in (4, 8)}
+    wide = [r["tflops"] for r in sweep if r["params"]["block_x"] >= 16]
+    assert f"4 gives {max(by_bx[4]):.2f} TFLOPS, 8 gives {max(by_bx[8]):.1f}" in prose
+    assert f"16 or more gives {min(wide):.1f} to {max(wide):.1f}" in prose
