@@ -1,10 +1,11 @@
-"""Command line: python -m gemm_course {bench,record,check,summary,report,levels} ...
+"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,levels} ...
 
   bench    time chosen levels against cuBLAS over sizes, write a result file
   record   the course's recorded set for chosen levels (what ships in gemm_course/results/)
   check    correctness of every level on odd shapes, default and swept settings
   summary  the recorded ladder from the shipped result files (no GPU needed)
   report   a level's compile report for an architecture (no GPU needed)
+  sass     a kernel's instruction mix or full disassembly (needs cuobjdump or nvdisasm)
   levels   the registry
 """
 from __future__ import annotations
@@ -67,12 +68,40 @@ def record_plan(level_ids: Optional[list[str]]) -> list[tuple[list, list]]:
 def cmd_record(args: argparse.Namespace) -> None:
     from .bench import bench
 
+    from .sass import find_disassembler
+
     result = None
     for configs, sizes in record_plan(args.levels):
         result = bench(configs, sizes, out=args.out, result=result)
         if result.get("interrupted"):
             break
+    if result is not None and find_disassembler():
+        result["sass"] = [sass_record(level, params) for lv in _selected(args.levels)
+                          for level, params in [(lv.id, lv.resolve(**s)) for s in lv.showcase]]
+        from pathlib import Path
+
+        from .bench import _write_json
+
+        _write_json(Path(args.out), result)
     print(f"wrote {len(result['records']) if result else 0} records to {args.out}")
+
+
+def sass_record(level: str, params: dict) -> dict:
+    """The instruction mix of a kernel as compiled for this GPU (recorded beside its timings)."""
+    from . import device
+    from .sass import disassemble, instruction_mix, memory_summary
+
+    arch = device.arch()
+    mix = instruction_mix(disassemble(level, arch=arch, **params))
+    return {"level": level, "params": params, "arch": arch, "summary": memory_summary(mix), "mix": mix}
+
+
+def cmd_sass(args: argparse.Namespace) -> None:
+    from .sass import disassemble, instruction_mix, memory_summary
+
+    level, params = parse_config(args.config)
+    text = disassemble(level, arch=args.arch, **params)
+    print(text if args.full else json.dumps(memory_summary(instruction_mix(text)), indent=1))
 
 
 def cmd_check(args: argparse.Namespace) -> None:
@@ -154,6 +183,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("config", help="LEVEL[:name=value,...]")
     p.add_argument("--arch", default=None, help="e.g. sm_75, sm_90 (default: this GPU, else sm_90)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("sass", help="disassembly / instruction mix (needs cuobjdump or nvdisasm)")
+    p.add_argument("config", help="LEVEL[:name=value,...]")
+    p.add_argument("--arch", default="sm_90")
+    p.add_argument("--full", action="store_true", help="print the whole SASS listing")
+    p.set_defaults(func=cmd_sass)
 
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)

@@ -175,9 +175,27 @@ def nvrtc_compile(source: str, name: str, arch: str, extra_options: tuple[str, .
         except Exception:
             raise RuntimeError(f"NVRTC could not compile {name} for {arch}:\n"
                                f"{nvrtc.getProgramLog(program)}") from None
-        return nvrtc.getCUBIN(program), nvrtc.getLoweredName(program, name), nvrtc.getProgramLog(program)
+        cubin = _complete_elf(nvrtc.getCUBIN(program))
+        return cubin, nvrtc.getLoweredName(program, name), nvrtc.getProgramLog(program)
     finally:
         nvrtc.destroyProgram(program)
+
+
+def _complete_elf(image: bytes) -> bytes:
+    """Restore the length of a CUBIN that CuPy's getCUBIN returned one byte short.
+
+    CuPy's wrapper treats the image like a C string and drops its last byte, which is a zero
+    in the final ELF header table; disassemblers reject the short file. The ELF header says how
+    long the tables run, so we pad with zeros up to that length.
+    """
+    import struct
+
+    if image[:4] != b"\x7fELF" or len(image) < 64:
+        return image
+    phoff, shoff = struct.unpack_from("<QQ", image, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", image, 0x36)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return image + b"\0" * max(0, end - len(image))
 
 
 @functools.lru_cache(maxsize=256)
@@ -213,5 +231,9 @@ def compile_report(level: str | int | Level, arch: Optional[str] = None, source:
     resolved = lv.resolve(**params)
     arch = arch or default_arch()
     arch_limits(arch)  # fail early, with the list of known architectures
+    needed = lv.required_cc(resolved)
+    if int(arch[3:].rstrip("a")) < needed:
+        raise ValueError(f"level {lv.id} with {resolved} needs sm_{needed} or newer; {arch} is older. "
+                         f"Pick arch='sm_{needed}' or a setting that older GPUs support")
     src = source if source is not None else kernel_source(lv)
     return _report_cached(lv.id, tuple(sorted(resolved.items())), arch, src)

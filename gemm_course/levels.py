@@ -55,6 +55,8 @@ class Level:
     # messages for the violated ones.
     rules: Callable[[Mapping[str, Any]], list[tuple[str, str]]] = field(default=lambda p: [])
     uses_tensor_cores: bool = False
+    # Some settings need a newer GPU than the level itself (e.g. cp.async needs sm_80).
+    setting_min_cc: Callable[[Mapping[str, Any]], int] = field(default=lambda p: 0)
     # What `python -m gemm_course record` measures: these settings (overrides of the defaults) at
     # every recorded size, and every valid setting that `sweep` accepts at `sweep_size`.
     showcase: tuple[Mapping[str, Any], ...] = ({},)
@@ -96,6 +98,10 @@ class Level:
             detail = "; ".join(f"{en} / {zh}" for en, zh in problems)
             raise ValueError(f"level {self.id} with {resolved}: {detail}")
         return resolved
+
+    def required_cc(self, params: Mapping[str, Any]) -> int:
+        """The compute capability (e.g. 80) a resolved setting needs."""
+        return max(self.min_cc, self.setting_min_cc(params))
 
     def valid_settings(self) -> list[dict[str, Any]]:
         """Every parameter setting that passes resolve(), in the order of the choices."""
@@ -161,7 +167,80 @@ NAIVE = Level(
     sweep=lambda p: p["block_x"] >= 4 and p["block_y"] <= 64 and p["block_x"] * p["block_y"] >= 64,
 )
 
-_LEVELS: tuple[Level, ...] = (NAIVE,)
+
+# --- Levels 2-4: square tiles in shared memory ---------------------------------------------------
+
+def _square_tile_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
+    """One TILE×TILE block of threads per TILE×TILE tile of C."""
+    t = p["tile"]
+    return Launch(grid=(ceil_div(N, t), ceil_div(M, t), 1), block=(t, t, 1))
+
+
+SMEM_TILING = Level(
+    id="02_smem_tiling",
+    number=2,
+    title_en="Shared-memory tiling",
+    title_zh="共享内存分块",
+    source="02_smem_tiling.cu",
+    params=(Param("tile", 32, (8, 16, 32), "tile edge: a block computes a tile×tile piece of C",
+                  "分块边长：一个线程块计算 C 中 tile×tile 的一块"),),
+    kernel_name=lambda p: f"gemm_smem_tiled<{p['tile']}>",
+    geometry=_square_tile_geometry,
+    showcase=({"tile": 8}, {"tile": 16}, {"tile": 32}),
+)
+
+LOAD_ORDERS = {"coalesced": 0, "strided": 1}
+A_LAYOUTS = {"mk": 0, "mk_padded": 1, "km": 2, "km_padded": 3, "km_swizzled": 4}
+
+COALESCING_BANKS = Level(
+    id="03_coalescing_banks",
+    number=3,
+    title_en="Coalescing and bank conflicts",
+    title_zh="合并访问与存储体冲突",
+    source="03_coalescing_banks.cu",
+    params=(
+        Param("tile", 32, (16, 32), "tile edge", "分块边长"),
+        Param("load", "coalesced", tuple(LOAD_ORDERS),
+              "how threads copy a tile from global memory: along rows (coalesced) or down columns",
+              "线程从全局内存复制分块的方式：沿行（合并访问）或沿列（跨步）"),
+        Param("a_layout", "mk", tuple(A_LAYOUTS),
+              "where element (m, k) of the A tile lives in shared memory: As[m][k] or transposed "
+              "As[k][m], plain, padded by one column, or XOR-swizzled",
+              "A 分块的元素 (m, k) 在共享内存中的位置：As[m][k] 或转置的 As[k][m]，"
+              "不加处理、每行填充一列，或按异或（XOR）重排"),
+    ),
+    kernel_name=lambda p: (f"gemm_coalescing_banks<{p['tile']}, {LOAD_ORDERS[p['load']]}, "
+                           f"{A_LAYOUTS[p['a_layout']]}>"),
+    geometry=_square_tile_geometry,
+    showcase=(
+        {"a_layout": "mk"}, {"a_layout": "mk_padded"}, {"a_layout": "km"}, {"a_layout": "km_padded"},
+        {"a_layout": "km_swizzled"}, {"load": "strided"},
+    ),
+    sweep=lambda p: True,
+)
+
+COPY_MODES = {"registers": 0, "cp_async": 1}
+
+DOUBLE_BUFFERING = Level(
+    id="04_double_buffering",
+    number=4,
+    title_en="Double buffering",
+    title_zh="双缓冲",
+    source="04_double_buffering.cu",
+    params=(
+        Param("tile", 32, (8, 16, 32), "tile edge", "分块边长"),
+        Param("copy", "registers", tuple(COPY_MODES),
+              "how the next tile travels: through registers (any GPU) or with cp.async (sm_80+)",
+              "下一个分块的搬运方式：经由寄存器（任何 GPU）或使用 cp.async（sm_80 及以上）"),
+    ),
+    kernel_name=lambda p: f"gemm_double_buffered<{p['tile']}, {COPY_MODES[p['copy']]}>",
+    geometry=_square_tile_geometry,
+    setting_min_cc=lambda p: 80 if p["copy"] == "cp_async" else 0,
+    showcase=({"copy": "registers"}, {"copy": "cp_async"}),
+    sweep=lambda p: True,
+)
+
+_LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING)
 
 
 def levels() -> tuple[Level, ...]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 # --- per-architecture limits -----------------------------------------------------------------------
 # From the CUDA C++ Programming Guide's "compute capabilities" tables. fp32_lanes is the number of
@@ -103,13 +103,13 @@ def arithmetic_intensity(M: int, N: int, K: int, itemsize: int = 4) -> float:
     return gemm_flops(M, N, K) / gemm_min_bytes(M, N, K, itemsize)
 
 
-def naive_load_requests(M: int, N: int, K: int, itemsize: int = 4) -> int:
-    """Bytes the naive kernel asks the memory system for: 2 operands per multiply-add, plus C.
-
-    Caches serve most of these requests; this is the traffic with no reuse at all, the number
-    that tiling (Level 2) attacks.
+def tile_traffic(M: int, N: int, K: int, tile_m: int = 1, tile_n: int = 1, itemsize: int = 4) -> int:
+    """Bytes a tiled kernel loads from global memory, if no cache helped: each block reads a
+    tile_m-row strip of A and a tile_n-column strip of B, so A is read ⌈N/tile_n⌉ times and B
+    ⌈M/tile_m⌉ times; C is written once. tile 1×1 is Level 1's "two floats per multiply-add".
     """
-    return itemsize * (2 * M * N * K + M * N)
+    ceil = lambda a, b: -(-a // b)  # noqa: E731
+    return itemsize * (M * K * ceil(N, tile_n) + K * N * ceil(M, tile_m) + M * N)
 
 
 # --- the GPUs the course talks about -----------------------------------------------------------------
@@ -169,3 +169,70 @@ def roofline(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> floa
 
 def lookup_gpu(name: Optional[str]) -> Optional[GpuSpec]:
     return KNOWN_GPUS.get(name or "")
+
+
+# --- warp access patterns: sectors (global memory) and banks (shared memory) -------------------------
+
+SECTOR_BYTES = 32
+BANKS = 32
+
+
+def warp_sectors(byte_addresses: Sequence[int]) -> int:
+    """How many 32-byte sectors one warp-wide access touches (4 is ideal for 32 floats)."""
+    return len({a // SECTOR_BYTES for a in byte_addresses})
+
+
+@dataclass(frozen=True)
+class BankAccess:
+    """One warp's access to a 2-D shared array: which word and bank each lane touches."""
+
+    description: str
+    lanes: tuple[int, ...]
+    words: tuple[int, ...]
+
+    @property
+    def banks(self) -> tuple[int, ...]:
+        return tuple(w % BANKS for w in self.words)
+
+    @property
+    def words_per_bank(self) -> dict[int, int]:
+        """Distinct words each bank must serve (lanes reading the same word share it: a broadcast)."""
+        per: dict[int, set] = {}
+        for w in self.words:
+            per.setdefault(w % BANKS, set()).add(w)
+        return {b: len(ws) for b, ws in sorted(per.items())}
+
+    @property
+    def degree(self) -> int:
+        """The conflict degree: passes the hardware needs (1 = conflict-free)."""
+        return max(self.words_per_bank.values())
+
+
+def bank_access(row: str, col: str, shape: tuple[int, int] = (32, 32), pad: int = 0,
+                swizzle: bool = False, block: tuple[int, int] = (32, 32), warp: int = 0,
+                **constants: int) -> BankAccess:
+    """Model one warp's access `array[row][col]` to a shared array of 4-byte words.
+
+    row and col are index expressions in the thread indices tx, ty (and any constants you pass,
+    such as k=0), e.g. row="tx", col="ty" for a transposed store As[tx][ty]. pad adds words to
+    each row (As[32][33] is pad=1); swizzle stores column col ^ (row % columns), the XOR swizzle.
+    block is (blockDim.x, blockDim.y); warp picks which 32 consecutive threads.
+    """
+    rows, cols = shape
+    stride = cols + pad
+    lanes, words = [], []
+    for lane in range(32):
+        linear = warp * 32 + lane
+        tx, ty = linear % block[0], linear // block[0]
+        if ty >= block[1]:
+            break
+        env = {"tx": tx, "ty": ty, **constants}
+        r, c = eval(row, {"__builtins__": {}}, env), eval(col, {"__builtins__": {}}, env)  # noqa: S307
+        if not (0 <= r < rows and 0 <= c < cols):
+            raise ValueError(f"lane {lane} indexes [{r}][{c}], outside the {rows}×{cols} array")
+        if swizzle:
+            c ^= r % cols
+        lanes.append(lane)
+        words.append(r * stride + c)
+    desc = f"[{row}][{col}] in {rows}×{cols}" + (f" + pad {pad}" if pad else "") + (" swizzled" if swizzle else "")
+    return BankAccess(desc, tuple(lanes), tuple(words))

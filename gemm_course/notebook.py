@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 from . import device, results
 from .check import ODD_SHAPES, check
 from .levels import Level, get_level
-from .models import KNOWN_GPUS, arithmetic_intensity, gemm_flops, naive_load_requests, spec_from_properties
+from .models import KNOWN_GPUS, arithmetic_intensity, gemm_flops, tile_traffic, spec_from_properties
 from .plots import performance_figure, roofline_figure, show, sweep_figure
 
 # Small enough to check quickly where kernels run on the CPU.
@@ -115,7 +115,7 @@ def naive_roofline(size: int = 4096) -> None:
     h200 = KNOWN_GPUS["NVIDIA H200"]
     n = size
     ideal = arithmetic_intensity(n, n, n)
-    no_reuse = gemm_flops(n, n, n) / naive_load_requests(n, n, n)
+    no_reuse = gemm_flops(n, n, n) / tile_traffic(n, n, n)
     points = []
     for mapping in ("cols", "rows"):
         try:
@@ -132,3 +132,135 @@ def naive_roofline(size: int = 4096) -> None:
     if device.gpu_available():
         show(roofline_figure(spec_from_properties(device.properties()), [],
                              title=f"your GPU · 你的 GPU: {device.gpu_name()}"))
+
+
+def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = "") -> list[dict]:
+    """Bars of TFLOPS for chosen (level, params) at one size, with cuBLAS: live on a GPU, else recorded."""
+    import plotly.graph_objects as go
+
+    from .plots import CUBLAS_COLOR, PALETTE, _layout, config_label
+
+    wanted = [(get_level(lv).id, get_level(lv).resolve(**p)) for lv, p in entries]
+    if device.gpu_available():
+        from .bench import bench
+
+        records = bench(wanted, [size])["records"]
+        where = f"measured live on {device.gpu_name()}"
+    else:
+        records = []
+        for lv, p in wanted:
+            try:
+                records.append(results.find(lv, size, **p))
+            except KeyError:
+                print(f"not recorded: {lv} {p} at {size}³")
+        blas = [r for r in results.recorded(records[0]["level"]) if r["level"] == "cublas" and r["M"] == size] \
+            if records else []
+        records = blas[:1] + records
+        where = "recorded: " + results.provenance_line(records[0]) if records else ""
+    labels = [config_label(r) for r in records]
+    fig = go.Figure(go.Bar(x=labels, y=[r["tflops"] for r in records], text=[
+        f"{r['tflops']:.2f}<br>{r.get('ratio_to_cublas', 1):.0%}" for r in records], textposition="outside",
+        marker_color=[CUBLAS_COLOR if r["level"] == "cublas" else PALETTE[0] for r in records]))
+    fig = _layout(fig, title or f"TFLOPS at {size}³ · {size}³ 时的 TFLOPS", "", "TFLOPS")
+    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                       font=dict(size=11, color="#666"), xanchor="left")
+    show(fig)
+    return records
+
+
+def coalescing_sectors(n: int = 4096) -> list[dict]:
+    """Sectors per warp-wide access for the loads and stores of Levels 1 and 3, from lane addresses.
+
+    Warp 0 of block (0, 0) with a 32-wide x dimension, n×n float matrices, k = 0.
+    """
+    from .models import warp_sectors
+    from .plots import sectors_figure
+
+    f = 4  # bytes per float
+    lanes = range(32)
+    rows = [  # (group, label, byte address of each lane's access)
+        ("Level 1 cols", "A[row][k]", [0 * n * f for _ in lanes]),
+        ("Level 1 cols", "B[k][col]", [lane * f for lane in lanes]),
+        ("Level 1 cols", "C[row][col]", [lane * f for lane in lanes]),
+        ("Level 1 rows", "A[row][k]", [lane * n * f for lane in lanes]),
+        ("Level 1 rows", "B[k][col]", [0 for _ in lanes]),
+        ("Level 1 rows", "C[row][col]", [lane * n * f for lane in lanes]),
+        ("Level 3 coalesced", "A tile (ty, tx)", [lane * f for lane in lanes]),
+        ("Level 3 coalesced", "B tile (ty, tx)", [lane * f for lane in lanes]),
+        ("Level 3 strided", "A tile (tx, ty)", [lane * n * f for lane in lanes]),
+        ("Level 3 strided", "B tile (tx, ty)", [lane * n * f for lane in lanes]),
+    ]
+    table = [{"group": g, "label": f"{g}: {label}", "sectors": warp_sectors(addr)} for g, label, addr in rows]
+    show(sectors_figure(table, title=f"32-byte sectors per warp access ({n}×{n} floats) · 每次线程束访问的扇区数"))
+    return table
+
+
+def banks(row: str, col: str, **kw: Any):
+    """Show one warp's shared-memory access pattern: banks per lane and the conflict degree."""
+    from .models import bank_access
+    from .plots import bank_figure
+
+    access = bank_access(row, col, **kw)
+    show(bank_figure(access))
+    return access
+
+
+def traffic(level: str | int | Level = "02_smem_tiling", size: int = 8192) -> list[dict]:
+    """The tiling traffic model against measurement: bytes predicted (no cache), time, bandwidth."""
+    from IPython.display import HTML, display
+
+    from .models import tile_traffic
+
+    lv = get_level(level)
+    n = size
+    rows = [{"setting": "Level 1 (tile 1)", "record": _record_or_none("01_naive", n, mapping="cols", block_x=32,
+                                                                      block_y=8), "tile": 1}]
+    for s in lv.showcase:
+        p = lv.resolve(**s)
+        rows.append({"setting": f"tile {p['tile']}", "record": _record_or_none(lv.id, n, **p), "tile": p["tile"]})
+    html_rows = []
+    for r in rows:
+        predicted = tile_traffic(n, n, n, r["tile"], r["tile"])
+        rec = r["record"]
+        measured = (f"<td>{rec['median_ms']:.1f}</td><td>{predicted / rec['median_ms'] / 1e9:.2f}</td>"
+                    f"<td>{rec['tflops']:.2f}</td>") if rec else "<td colspan=3>not recorded</td>"
+        html_rows.append(f"<tr><td>{r['setting']}</td><td>{n // r['tile']}</td><td>{predicted / 1e9:,.0f}</td>"
+                         f"{measured}</tr>")
+    where = results.provenance_line(rows[-1]["record"]) if rows[-1]["record"] else ""
+    display(HTML(
+        "<table><tr><th>setting · 设置</th><th>times each element is read · 每个元素被读次数</th>"
+        "<th>predicted loads (GB) · 预测载入量</th><th>time (ms) · 时间</th>"
+        "<th>loads / time (TB/s) · 载入量/时间</th><th>TFLOPS</th></tr>" + "".join(html_rows)
+        + f"</table><p><small>{n}³, recorded: {html.escape(where)}</small></p>"))
+    return rows
+
+
+def _record_or_none(level: str, n: int, **params: Any) -> Optional[dict]:
+    try:
+        return results.find(level, n, **params)
+    except KeyError:
+        return None
+
+
+def instruction_mix(level: str | int | Level, arch: str = "sm_90", **params: Any) -> dict:
+    """The SASS instruction mix (FFMA, shared/global loads by width, barriers) of a kernel.
+
+    Disassembled here with nvdisasm (no GPU needed); if no disassembler is installed, the mix
+    recorded with the H200 results is shown instead.
+    """
+    from .sass import disassemble, find_disassembler, instruction_mix as mix_of, memory_summary
+
+    lv = get_level(level)
+    p = lv.resolve(**params)
+    if find_disassembler():
+        summary = memory_summary(mix_of(disassemble(lv, arch=arch, **p)))
+        where = f"disassembled here for {arch}"
+    else:
+        rec = [s for f in results.recorded_files() for s in results.load(f).get("sass", [])
+               if s["level"] == lv.id and s["params"] == p]
+        if not rec:
+            print("No disassembler here and no recorded instruction mix for this setting.")
+            return {}
+        summary, where = rec[0]["summary"], f"recorded for {rec[0]['arch']}"
+    print(f"{lv.kernel_name(p)} ({where}): " + ", ".join(f"{k} × {v}" for k, v in summary.items()))
+    return summary

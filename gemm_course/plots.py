@@ -155,8 +155,12 @@ def roofline_figure(spec: GpuSpec, points: Sequence[Mapping[str, Any]] = (), tit
                                  marker=dict(size=12, color=PALETTE[i % len(PALETTE)]),
                                  hovertemplate="%{x:.3g} FLOP/B, %{y:.3g} TFLOPS<extra>" + p["label"]
                                  + "</extra>"))
-    fig.add_vline(x=spec.ridge_point, line_dash="dot", line_color="#888",
-                  annotation_text=f"ridge {spec.ridge_point:.1f} FLOP/B", annotation_position="top left")
+    # The ridge as a trace, not a shape: shapes and annotations on log axes take log10 coordinates.
+    fig.add_trace(go.Scatter(x=[spec.ridge_point] * 2, y=[spec.fp32_peak_tflops / 1e4,
+                                                          spec.fp32_peak_tflops],
+                             mode="lines+text", line=dict(color="#888", dash="dot"), showlegend=False,
+                             text=["", f"ridge {spec.ridge_point:.1f} FLOP/B"], textposition="top left",
+                             hoverinfo="skip"))
     fig = _layout(fig, title or f"fp32 roofline: {spec.name}",
                   "arithmetic intensity (FLOP/byte) · 计算强度", "TFLOPS")
     fig.update_xaxes(type="log")
@@ -176,3 +180,42 @@ def sweep_bar_figure(tried: Sequence[Mapping[str, Any]], title: str = "") -> go.
                    marker=dict(color=CUBLAS_COLOR, symbol="line-ew-open", size=30, line=dict(width=3))),
     ])
     return _layout(fig, title, "setting · 设置", "TFLOPS")
+
+
+def bank_figure(access: Any, title: str = "") -> go.Figure:
+    """Which of the 32 banks each lane of a warp hits (a models.BankAccess), and the conflict degree.
+
+    Lanes that read the same word share one access (a broadcast); lanes that need different words
+    of one bank are served one after another: the tallest column is the conflict degree.
+    """
+    per_bank = access.words_per_bank
+    first_lane: dict[int, int] = {}
+    passes = []  # which pass serves each lane: the rank of its word among its bank's words
+    for lane, word in zip(access.lanes, access.words):
+        bank_words = sorted({w for w in access.words if w % 32 == word % 32})
+        passes.append(bank_words.index(word) + 1)
+        first_lane.setdefault(word, lane)
+    fig = go.Figure(go.Scatter(
+        x=list(access.banks), y=list(access.lanes), mode="markers",
+        marker=dict(size=13, color=passes, colorscale="Reds", cmin=1, cmax=max(2, access.degree),
+                    colorbar=dict(title="pass · 轮次"), line=dict(width=1, color="#333"), symbol="square"),
+        customdata=list(zip(access.words, passes)),
+        hovertemplate="lane %{y} → bank %{x}, word %{customdata[0]}, pass %{customdata[1]}<extra></extra>"))
+    verdict = "conflict-free · 无冲突" if access.degree == 1 else f"{access.degree}-way conflict · {access.degree} 路冲突"
+    fig = _layout(fig, title or f"{access.description}: {verdict}", "bank · 存储体", "lane · 线程")
+    fig.update_xaxes(range=[-0.5, 31.5], dtick=4)
+    fig.update_yaxes(range=[31.5, -0.5], dtick=4)
+    fig.update_layout(height=420, showlegend=False)
+    return fig
+
+
+def sectors_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> go.Figure:
+    """Bars of 32-byte sectors per warp-wide access: each row {label, sectors, group}."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["group"], []).append(r)
+    fig = go.Figure([go.Bar(x=[r["label"] for r in rs], y=[r["sectors"] for r in rs], name=g,
+                            marker_color=PALETTE[i % len(PALETTE)], text=[r["sectors"] for r in rs],
+                            textposition="outside") for i, (g, rs) in enumerate(groups.items())])
+    fig.add_hline(y=4, line_dash="dot", annotation_text="ideal for 32 floats: 4 · 32 个 float 的理想值：4")
+    return _layout(fig, title, "access · 访问", "32-byte sectors per warp access · 每次线程束访问的扇区数")

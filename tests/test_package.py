@@ -224,7 +224,7 @@ def test_level1_prose_numbers_come_from_the_recorded_file():
         f"{cols[1024]['tflops']:.2f} TFLOPS ({cols[1024]['ratio_to_cublas']:.1%}) at 1024³",
         f"{min(r['ratio_to_cublas'] for r in rows):.1%} to {max(r['ratio_to_cublas'] for r in rows):.1%} of cuBLAS",
         f"finishes in {cols[4096]['median_ms']:.1f} ms",
-        f"{models.naive_load_requests(4096, 4096, 4096) / 1e12:.2f} TB at 4096³",
+        f"{models.tile_traffic(4096, 4096, 4096) / 1e12:.2f} TB at 4096³",
     ]
     for claim in claims:
         assert claim in prose, f"the Level 1 prose should say {claim!r} (from the recorded file)"
@@ -235,3 +235,49 @@ def test_level1_prose_numbers_come_from_the_recorded_file():
     wide = [r["tflops"] for r in sweep if r["params"]["block_x"] >= 16]
     assert f"4 gives {max(by_bx[4]):.2f} TFLOPS, 8 gives {max(by_bx[8]):.1f}" in prose
     assert f"16 or more gives {min(wide):.1f} to {max(wide):.1f}" in prose
+
+
+def _tf(level, n, **p):
+    return results.find(level, n, **p)["tflops"]
+
+
+def test_levels_2_to_4_prose_numbers_come_from_the_recorded_file():
+    l1 = _tf("01_naive", 8192, mapping="cols", block_x=32, block_y=8)
+    t = {tile: _tf("02_smem_tiling", 8192, tile=tile) for tile in (8, 16, 32)}
+    prose2 = _english_prose(ROOT / "notebooks" / "02_smem_tiling.ipynb")
+    for claim in (f"tile 32 reaches {t[32]:.2f} TFLOPS at 8192³, "
+                  f"{results.find('02_smem_tiling', 8192, tile=32)['ratio_to_cublas']:.1%} of cuBLAS and "
+                  f"{t[32] / l1:.2f} times Level 1's `cols` mapping ({l1:.2f} TFLOPS)",
+                  f"Tile 16 gives {t[16]:.2f} and tile 8 gives {t[8]:.2f}",
+                  f"it gives {models.tile_traffic(8192, 8192, 8192, 32, 32) / results.find('02_smem_tiling', 8192, tile=32)['median_ms'] / 1e9:.2f} TB/s",
+                  f"that gives {models.tile_traffic(8192, 8192, 8192) / results.find('01_naive', 8192, mapping='cols', block_x=32, block_y=8)['median_ms'] / 1e9:.0f} TB/s"):
+        assert claim in prose2, claim
+
+    def l3(n, **p):
+        return _tf("03_coalescing_banks", n, **{"tile": 32, "load": "coalesced", "a_layout": "mk", **p})
+
+    prose3 = _english_prose(ROOT / "notebooks" / "03_coalescing_banks.ipynb")
+    mk, pad, km, kmp, kms = (l3(8192, a_layout=a) for a in ("mk", "mk_padded", "km", "km_padded", "km_swizzled"))
+    strided = l3(8192, load="strided")
+    for claim in (f"from {mk:.2f} to {strided:.2f} TFLOPS at 8192³", f"{mk / strided:.1f} times slower",
+                  f"costs {1 - pad / mk:.0%}: {mk:.2f} TFLOPS without it, {pad:.2f} with it",
+                  f"`km` runs at {km:.2f} TFLOPS", f"runs at {kmp:.2f}, {kmp / km:.2f} times faster",
+                  f"but runs at {kms:.2f}",
+                  f"{l3(4096, tile=16, a_layout='km_swizzled'):.2f} TFLOPS against "
+                  f"{l3(4096, tile=16, a_layout='km'):.2f} for the conflicted layout at 4096³"):
+        assert claim in prose3, claim
+    swz = gc.compile_report("03_coalescing_banks", arch="sm_90", a_layout="km_swizzled")
+    assert f"{swz.registers} registers per thread instead of 32" in prose3
+    assert f"halves the occupancy ({swz.occupancy.fraction:.0%})" in prose3
+
+    prose4 = _english_prose(ROOT / "notebooks" / "04_double_buffering.ipynb")
+    reg, cpa = (_tf("04_double_buffering", 8192, tile=32, copy=c) for c in ("registers", "cp_async"))
+    assert f"{reg:.2f} TFLOPS with register prefetch and {cpa:.2f} with cp.async, against {mk:.2f}" in prose4
+    assert f"{t[32]:.2f} and {mk:.2f} TFLOPS, {mk / t[32] - 1:.1%} apart" in prose4
+    for tile in (8, 16, 32):
+        before, after = _tf("02_smem_tiling", 4096, tile=tile), _tf("04_double_buffering", 4096, tile=tile,
+                                                                      copy="registers")
+        assert f"from {before:.2f} to {after:.2f}" in prose4 and f"({after / before - 1:+.0%})" in prose4
+    for tile in (8, 16):
+        cp = _tf("04_double_buffering", 4096, tile=tile, copy="cp_async")
+        assert f"{cp:.2f}" in prose4 and f"{cp / _tf('02_smem_tiling', 4096, tile=tile) - 1:.0%}".replace("-", "−") in prose4

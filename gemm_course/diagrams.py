@@ -1,0 +1,285 @@
+"""Explanatory figures (drawn from definitions, not measured) and a small table helper.
+
+    from gemm_course import diagrams, plots
+    plots.show(diagrams.matmul_figure())                      # C[i, j] = row i of A · column j of B
+    plots.show(diagrams.thread_map_figure("cols"))            # Level 1: who computes which C[i, j]
+    plots.show(diagrams.memory_hierarchy_figure())            # capacities from a recorded GPU
+    diagrams.table(["a", "b"], [[1, 2]])                      # an HTML table for a page
+
+Every figure is a plotly ``go.Figure``; pages display it with ``gemm_course.plots.show``.
+Axis titles read "English · 中文", like the measured figures in ``plots``.
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+import plotly.graph_objects as go
+
+from . import models
+from .levels import ceil_div
+
+WARP_SIZE = 32
+
+# Light fills for the background, strong ones for what a figure points at.
+_GREY = "#eeeeee"
+_ROW = "#9ecae1"      # the row of A / column of B that one element of C reads
+_HIT = "#d62728"      # the element of C
+_BLOCK_FILLS = ("#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb")  # four, so neighbouring blocks differ
+_WARP = "#d62728"
+
+
+def _discrete_scale(colors: Sequence[str]) -> list[list[Any]]:
+    """A plotly colorscale that maps the integers 0..len-1 (with zmin=0, zmax=len-1) to colors."""
+    n = len(colors)
+    scale: list[list[Any]] = []
+    for i, c in enumerate(colors):
+        scale += [[i / n, c], [(i + 1) / n, c]]
+    return scale
+
+
+def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(title=title, template="plotly_white", height=height, showlegend=False,
+                      margin=dict(l=60, r=20, t=70, b=40))
+    return fig
+
+
+# --- C = A · B, one element ------------------------------------------------------------------------
+
+def matmul_figure(M: int = 4, N: int = 5, K: int = 6, i: int = 1, j: int = 3) -> go.Figure:
+    """C[i, j] is the dot product of row i of A and column j of B, drawn as three small grids.
+
+    B sits above C and A to its left, so the highlighted row of A lines up with row i of C and
+    the highlighted column of B with column j of C. Hovering a cell shows its row-major offset
+    (e.g. A[i][k] is A[i*K + k]). Traces are named "A", "B", "C"; their z is 0 for a plain cell,
+    1 for the row/column that is read and 2 for the element of C that is written.
+    """
+    if not (0 <= i < M and 0 <= j < N):
+        raise ValueError(f"(i, j) = ({i}, {j}) is outside C, which is {M}×{N}")
+    gap = 1.0
+    x0 = K + gap  # column offset of B and C
+    y0 = K + gap  # row offset of A and C
+    fig = go.Figure()
+
+    def grid(name: str, rows: int, cols: int, dx: float, dy: float, level, label) -> None:
+        z = [[level(r, c) for c in range(cols)] for r in range(rows)]
+        text = [[label(r, c) if z[r][c] else "" for c in range(cols)] for r in range(rows)]
+        ncols = {"A": K, "B": N, "C": N}[name]
+        hover = [[f"{name}[{r}][{c}] = {name}[{r}*{ncols} + {c}] = {name}[{r * ncols + c}]"
+                  for c in range(cols)] for r in range(rows)]
+        fig.add_trace(go.Heatmap(
+            name=name, z=z, x=[dx + c for c in range(cols)], y=[dy + r for r in range(rows)],
+            zmin=0, zmax=2, colorscale=_discrete_scale((_GREY, _ROW, _HIT)), showscale=False,
+            xgap=2, ygap=2, text=text, texttemplate="%{text}", textfont=dict(size=10),
+            customdata=hover, hovertemplate="%{customdata}<extra></extra>"))
+
+    grid("A", M, K, 0, y0, lambda r, c: int(r == i), lambda r, c: f"A[{r},{c}]")
+    grid("B", K, N, x0, 0, lambda r, c: int(c == j), lambda r, c: f"B[{r},{c}]")
+    grid("C", M, N, x0, y0, lambda r, c: 2 if (r, c) == (i, j) else 0, lambda r, c: f"C[{r},{c}]")
+
+    for text, x, y in ((f"A  ({M}×{K})", (K - 1) / 2, y0 - 0.9),
+                       (f"B  ({K}×{N})", x0 + (N - 1) / 2, -0.9),
+                       (f"C = A·B  ({M}×{N})", x0 + (N - 1) / 2, y0 + M - 0.1)):
+        fig.add_annotation(text=text, x=x, y=y, showarrow=False, font=dict(size=13),
+                           yanchor="bottom" if y < y0 + M - 1 else "top")
+    fig.add_annotation(
+        text=f"C[{i},{j}] = Σ<sub>k</sub> A[{i},k] · B[k,{j}],  k = 0 … {K - 1}:  "
+             f"{K} multiply-adds · {K} 次乘加", xref="paper", yref="paper", x=0, y=1.07,
+        showarrow=False, xanchor="left", font=dict(size=12, color="#444"))
+    fig.update_xaxes(visible=False, range=[-0.6, x0 + N - 0.4])
+    fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x", scaleratio=1)
+    height = int(140 + 38 * (K + gap + M + 1))
+    return _base_layout(fig, "One element of C · C 的一个元素", height)
+
+
+# --- Level 1: which thread computes which element of C ---------------------------------------------
+
+def naive_element(mapping: str, block_x: int, block_y: int, block: tuple[int, int],
+                  thread: tuple[int, int]) -> tuple[int, int]:
+    """(row, col) of C that thread (threadIdx.x, threadIdx.y) of block (blockIdx.x, blockIdx.y)
+    computes in Level 1, exactly as ``kernels/01_naive.cu`` indexes it."""
+    (bx, by), (tx, ty) = block, thread
+    if mapping == "cols":  # threadIdx.x walks along the columns of C
+        return by * block_y + ty, bx * block_x + tx
+    if mapping == "rows":  # threadIdx.x walks down the rows of C
+        return bx * block_x + tx, by * block_y + ty
+    raise ValueError(f"mapping must be 'cols' or 'rows', not {mapping!r}")
+
+
+def warp_elements(mapping: str, block_x: int, block_y: int, block: tuple[int, int] = (0, 0),
+                  warp: int = 0) -> list[tuple[int, int]]:
+    """The (row, col) elements of C that the 32 lanes of one warp compute, lane 0 first.
+
+    A warp is 32 threads with consecutive linear index threadIdx.y * blockDim.x + threadIdx.x.
+    """
+    threads = block_x * block_y
+    if not 0 <= warp < ceil_div(threads, WARP_SIZE):
+        raise ValueError(f"a block of {threads} threads has warps 0..{ceil_div(threads, WARP_SIZE) - 1}")
+    lanes = range(warp * WARP_SIZE, min((warp + 1) * WARP_SIZE, threads))
+    return [naive_element(mapping, block_x, block_y, block, (t % block_x, t // block_x)) for t in lanes]
+
+
+def _runs(cells: Sequence[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """Group cells into rectangles (row0, col0, row1, col1), merging straight neighbours."""
+    todo = set(cells)
+    rects = []
+    for r, c in sorted(cells):
+        if (r, c) not in todo:
+            continue
+        if (r, c + 1) in todo or (r + 1, c) not in todo:  # grow along the row
+            c1 = c
+            while (r, c1 + 1) in todo:
+                c1 += 1
+            rects.append((r, c, r, c1))
+            todo -= {(r, x) for x in range(c, c1 + 1)}
+        else:  # grow down the column
+            r1 = r
+            while (r1 + 1, c) in todo:
+                r1 += 1
+            rects.append((r, c, r1, c))
+            todo -= {(y, c) for y in range(r, r1 + 1)}
+    return rects
+
+
+def thread_map_figure(mapping: str = "cols", block_x: int = 32, block_y: int = 8, M: int = 64,
+                      N: int = 64, block: tuple[int, int] = (1, 1), warp: int = 2) -> go.Figure:
+    """Which block, warp and thread of Level 1 computes each element of C (M×N).
+
+    Cells are coloured by thread block (four colours, so neighbours differ); one block is framed
+    with a dashed line and one of its warps is outlined and marked: in "cols" a warp covers a
+    segment of a row of C, in "rows" a segment of a column. The marked warp is the trace named
+    "warp" (x = columns, y = rows of its elements). Hover a cell for its block, thread, warp, lane.
+    """
+    if mapping not in ("cols", "rows"):
+        raise ValueError(f"mapping must be 'cols' or 'rows', not {mapping!r}")
+    grid_x, grid_y = (ceil_div(N, block_x), ceil_div(M, block_y)) if mapping == "cols" else \
+        (ceil_div(M, block_x), ceil_div(N, block_y))
+    if not (0 <= block[0] < grid_x and 0 <= block[1] < grid_y):
+        raise ValueError(f"block {block} is outside the grid ({grid_x}, {grid_y})")
+
+    z = [[0] * N for _ in range(M)]
+    info = [[""] * N for _ in range(M)]
+    for by in range(grid_y):
+        for bx in range(grid_x):
+            for ty in range(block_y):
+                for tx in range(block_x):
+                    r, c = naive_element(mapping, block_x, block_y, (bx, by), (tx, ty))
+                    if r < M and c < N:  # the kernel's bounds check
+                        t = ty * block_x + tx
+                        z[r][c] = (bx % 2) + 2 * (by % 2)
+                        info[r][c] = (f"C[{r},{c}]<br>blockIdx = ({bx}, {by}), threadIdx = ({tx}, {ty})"
+                                      f"<br>warp {t // WARP_SIZE}, lane {t % WARP_SIZE}")
+    fig = go.Figure(go.Heatmap(
+        name="blocks", z=z, x=list(range(N)), y=list(range(M)), zmin=0, zmax=3,
+        colorscale=_discrete_scale(_BLOCK_FILLS), showscale=False, xgap=1, ygap=1,
+        customdata=info, hovertemplate="%{customdata}<extra></extra>"))
+
+    # the framed block
+    cells = [naive_element(mapping, block_x, block_y, block, (tx, ty))
+             for ty in range(block_y) for tx in range(block_x)]
+    cells = [(r, c) for r, c in cells if r < M and c < N]
+    if cells:
+        rows, cols = [r for r, _ in cells], [c for _, c in cells]
+        fig.add_shape(type="rect", x0=min(cols) - 0.5, x1=max(cols) + 0.5, y0=min(rows) - 0.5,
+                      y1=max(rows) + 0.5, line=dict(color="#333", width=2, dash="dash"))
+
+    # the outlined warp
+    lanes = [(r, c) for r, c in warp_elements(mapping, block_x, block_y, block, warp) if r < M and c < N]
+    for r0, c0, r1, c1 in _runs(lanes):
+        fig.add_shape(type="rect", x0=c0 - 0.5, x1=c1 + 0.5, y0=r0 - 0.5, y1=r1 + 0.5,
+                      line=dict(color=_WARP, width=3))
+    fig.add_trace(go.Scatter(
+        name="warp", x=[c for _, c in lanes], y=[r for r, _ in lanes], mode="markers",
+        marker=dict(color=_WARP, size=4), customdata=list(range(len(lanes))),
+        hovertemplate=f"warp {warp} of block {block}, lane %{{customdata}}<extra></extra>"))
+
+    n_rows = len({r for r, _ in lanes})
+    n_cols = len({c for _, c in lanes})
+    what = {"cols": "threadIdx.x → column of C · threadIdx.x 对应 C 的列",
+            "rows": "threadIdx.x → row of C · threadIdx.x 对应 C 的行"}[mapping]
+    fig.add_annotation(
+        text=(f"{what}; blockDim = ({block_x}, {block_y})<br>red: warp {warp} of block {block}, "
+              f"{len(lanes)} elements in {n_rows} row(s) × {n_cols} column(s) · "
+              f"红色：该线程块的 {warp} 号线程束，{len(lanes)} 个元素，{n_rows} 行 × {n_cols} 列"),
+        xref="paper", yref="paper", x=0, y=1.02, yanchor="bottom", showarrow=False, xanchor="left",
+        align="left", font=dict(size=11, color="#444"))
+    fig.update_xaxes(title="column of C (n) · C 的列号", range=[-0.5, N - 0.5], showgrid=False,
+                     zeroline=False, constrain="domain")
+    fig.update_yaxes(title="row of C (m) · C 的行号", autorange="reversed", scaleanchor="x",
+                     scaleratio=1, showgrid=False, zeroline=False)
+    title = f'Level 1, mapping="{mapping}" · 第 1 级，mapping="{mapping}"'
+    fig = _base_layout(fig, title, 600)
+    fig.update_layout(margin=dict(t=100))
+    return fig
+
+
+# --- the memory hierarchy --------------------------------------------------------------------------
+
+def _bytes_label(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def memory_hierarchy_figure(provenance: Optional[Mapping[str, Any]] = None) -> go.Figure:
+    """How much data each level of the memory hierarchy holds on a whole GPU (log scale).
+
+    Registers and shared memory are per SM (from the architecture limits in ``models``) times
+    the SM count; L2 and device memory are what the GPU reported. ``provenance`` is the
+    provenance of a recorded result file (default: the first shipped one).
+    """
+    if provenance is None:
+        from . import results
+
+        provenance = results.load(results.recorded_files()[0])["provenance"]
+    arch = "sm_" + str(provenance["compute_capability"]).replace(".", "")
+    lim = models.arch_limits(arch)
+    sms = int(provenance["sm_count"])
+    per_sm_regs = lim.registers_per_sm * 4
+    levels = [  # (name, total bytes, per-SM note, who shares it)
+        ("registers · 寄存器", per_sm_regs * sms, f"{_bytes_label(per_sm_regs)} per SM · 每个 SM",
+         "one thread · 单个线程私有"),
+        ("shared memory · 共享内存", lim.max_shared_per_sm * sms,
+         f"up to {_bytes_label(lim.max_shared_per_sm)} per SM · 每个 SM 最多",
+         "one thread block · 线程块内共享"),
+        ("L2 cache · L2 缓存", int(provenance["l2_bytes"]), "one for the GPU · 全 GPU 一份",
+         "all SMs · 所有 SM 共享"),
+        ("HBM (global memory) · HBM（全局内存）", int(provenance["memory_bytes"]),
+         "device memory · 显存", "all SMs, all kernels · 所有 SM 与内核"),
+    ]
+    fig = go.Figure(go.Bar(
+        name="capacity", orientation="h", y=[lv[0] for lv in levels], x=[lv[1] for lv in levels],
+        marker_color=["#2ca02c", "#1f77b4", "#ff7f0e", "#7f7f7f"],
+        text=[f"{_bytes_label(lv[1])} ({lv[2]})" for lv in levels], textposition="auto",
+        customdata=[lv[3] for lv in levels],
+        hovertemplate="%{y}: %{text}<br>shared by · 共享范围: %{customdata}<extra></extra>"))
+    ticks = [10 ** e for e in range(6, 13)]
+    fig.update_xaxes(type="log", range=[6, math.log10(3 * levels[-1][1])], tickvals=ticks,
+                     ticktext=["1 MB", "10 MB", "100 MB", "1 GB", "10 GB", "100 GB", "1 TB"], title="capacity on the whole GPU (bytes, log scale from 1 MB) · 全 GPU 容量（字节，对数坐标，从 1 MB 起）")
+    fig.update_yaxes(autorange="reversed", title="")
+    fig.add_annotation(
+        text=(f"{provenance['gpu']} ({arch}, {sms} SMs); faster and closer to the arithmetic at the top · "
+              "越靠上越快、离运算单元越近"),
+        xref="paper", yref="paper", x=0, y=1.08, showarrow=False, xanchor="left",
+        font=dict(size=11, color="#444"))
+    fig = _base_layout(fig, "The memory hierarchy · 存储层次", 380)
+    fig.update_layout(margin=dict(l=260, r=20, t=80, b=50))
+    return fig
+
+
+# --- tables ----------------------------------------------------------------------------------------
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
+    """A small HTML table (numbers right-aligned, unbroken) for Jupyter, Colab and the book."""
+    from IPython.display import HTML
+
+    def cell(tag: str, v: Any) -> str:
+        numeric = isinstance(v, (int, float)) or str(v)[:1].isdigit()
+        align = ' style="text-align:right;white-space:nowrap"' if numeric else ""
+        return f"<{tag}{align}>{html.escape(str(v))}</{tag}>"
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(cell("td", v) for v in r) + "</tr>" for r in rows)
+    return HTML(f"<table class='gemm-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

@@ -1,0 +1,75 @@
+// Level 4 — double buffering: two shared-memory buffers per operand, so the loads of tile t+1 are
+// in flight while the block computes on tile t. One barrier per k-tile.
+//
+//   iteration t:   wait for tile t ─▶ barrier ─▶ start loading tile t+1 into buf[(t+1)%2]
+//                                               compute on buf[t%2]  (overlaps the loads)
+//
+// The single barrier does two jobs: tile t is complete for every thread, and every thread has
+// finished computing on tile t-1, whose buffer buf[(t+1)%2] the next loads overwrite.
+//
+// COPY chooses how the next tile travels:
+//   0 registers: global -> registers at the top of the iteration, registers -> shared after the
+//                compute (any GPU). The loads are issued early; the stores wait for the data.
+//   1 cp_async:  global -> shared directly with cp.async (sm_80+), no registers involved; the
+//                thread waits for its own copies with cp.async.wait_group before the barrier.
+//
+// Edges as in Level 2: out-of-range elements become zeros; only threads inside C write.
+#include "common.cuh"
+
+template <int TILE, int COPY>
+__global__ void __launch_bounds__(TILE * TILE)
+gemm_double_buffered(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                     int M, int N, int K)
+{
+    __shared__ float As[2][TILE][TILE];  // As[buf][m][k]
+    __shared__ float Bs[2][TILE][TILE];  // Bs[buf][k][n]
+
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row = blockIdx.y * TILE + ty;
+    const int col = blockIdx.x * TILE + tx;
+    const int tiles = (K + TILE - 1) / TILE;
+
+    // This thread's element of each tile, and whether it lies inside the matrices.
+    auto a_ok = [&](int t) { return row < M && t * TILE + tx < K; };
+    auto b_ok = [&](int t) { return t * TILE + ty < K && col < N; };
+    auto a_ptr = [&](int t) { return A + (a_ok(t) ? (size_t)row * K + t * TILE + tx : 0); };
+    auto b_ptr = [&](int t) { return B + (b_ok(t) ? (size_t)(t * TILE + ty) * N + col : 0); };
+
+    float a_next = 0.0f, b_next = 0.0f;  // COPY == 0: the next tile, parked in registers
+    if (COPY == 1) {
+        copy_async_4(&As[0][ty][tx], a_ptr(0), a_ok(0));
+        copy_async_4(&Bs[0][ty][tx], b_ptr(0), b_ok(0));
+        copy_async_commit();
+    } else {
+        As[0][ty][tx] = a_ok(0) ? *a_ptr(0) : 0.0f;
+        Bs[0][ty][tx] = b_ok(0) ? *b_ptr(0) : 0.0f;
+    }
+
+    float acc = 0.0f;
+    for (int t = 0; t < tiles; ++t) {
+        const int cur = t & 1, nxt = cur ^ 1;
+        if (COPY == 1) copy_async_wait_all();
+        __syncthreads();
+
+        const bool more = t + 1 < tiles;
+        if (more) {
+            if (COPY == 1) {
+                copy_async_4(&As[nxt][ty][tx], a_ptr(t + 1), a_ok(t + 1));
+                copy_async_4(&Bs[nxt][ty][tx], b_ptr(t + 1), b_ok(t + 1));
+                copy_async_commit();
+            } else {
+                a_next = a_ok(t + 1) ? *a_ptr(t + 1) : 0.0f;
+                b_next = b_ok(t + 1) ? *b_ptr(t + 1) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < TILE; ++k)
+            acc += As[cur][ty][k] * Bs[cur][k][tx];
+        if (COPY == 0 && more) {
+            As[nxt][ty][tx] = a_next;
+            Bs[nxt][ty][tx] = b_next;
+        }
+    }
+    if (row < M && col < N)
+        C[(size_t)row * N + col] = acc;
+}

@@ -1,0 +1,33 @@
+// Helpers shared by several levels. Included with #include "common.cuh".
+#pragma once
+
+// Asynchronous 4-byte copy global -> shared (sm_80+: cp.async, which bypasses registers and lets
+// the thread run on while the copy is in flight). `valid == false` writes a zero instead: the
+// source size 0 makes the hardware zero-fill without reading global memory. Before sm_80 (and on
+// the CPU backend) it is an ordinary load and store.
+__device__ __forceinline__ void copy_async_4(float* dst_shared, const float* src_global, bool valid)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(dst), "l"(src_global), "r"(valid ? 4 : 0));
+#else
+    *dst_shared = valid ? *src_global : 0.0f;
+#endif
+}
+
+// Close the group of copies issued so far.
+__device__ __forceinline__ void copy_async_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Wait until this thread's committed copies have landed (other threads' copies need a barrier).
+__device__ __forceinline__ void copy_async_wait_all()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+}
