@@ -2,7 +2,8 @@
 
     import gemm_course as gc
     gc.levels()                          # the registry, in teaching order
-    C = gc.gemm(A, B, level="01_naive")  # run a level's kernel (CuPy arrays, needs a GPU)
+    C = gc.gemm(A, B, level="01_naive")  # run a level's kernel: CuPy arrays on a GPU, NumPy arrays on
+                                         # the CPU backend (the same CUDA C source, for small shapes)
     gc.check("01_naive", 1000, 7, 4097)  # correctness against float64, random inputs, poisoned output
     gc.compile_report("01_naive", arch="sm_75")   # registers, shared memory, spills, occupancy: no GPU needed
     gc.bench([("01_naive", {})], [1024, 4096])    # timing against cuBLAS, L2 flushed, JSON with provenance
@@ -21,7 +22,7 @@ from .launch import gemm
 from .levels import Launch, Level, Param, get_level, levels
 
 # Submodules that pull in plotly or ipywidgets load on first use, so `import gemm_course` stays light.
-_LAZY = {"diagrams", "models", "notebook", "plots", "results", "widgets"}
+_LAZY = {"autotune", "cpu_backend", "diagrams", "models", "notebook", "plots", "results", "sass", "widgets"}
 
 
 def __getattr__(name: str) -> Any:

@@ -54,36 +54,41 @@ def cmd_bench(args: argparse.Namespace) -> None:
     bench(configs, [parse_size(s) for s in args.sizes.split(",")], out=args.out)
 
 
-def record_plan(level_ids: Optional[list[str]]) -> list[tuple[list, list]]:
-    """(configs, sizes) batches that `record` measures: showcase settings over the default sizes,
-    then the sweep at the level's sweep size."""
+SWEEP_TIMING = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}  # many configurations: shorter runs
+
+
+def record_plan(level_ids: Optional[list[str]]) -> list[tuple[list, list, dict]]:
+    """(configs, sizes, timing) batches that `record` measures: showcase settings over the default
+    sizes, then the sweep at the level's sweep size."""
     plan = []
     for lv in _selected(level_ids):
-        plan.append(([(lv.id, dict(s)) for s in lv.showcase], list(DEFAULT_SIZES)))
+        plan.append(([(lv.id, dict(s)) for s in lv.showcase], list(DEFAULT_SIZES), {}))
         if lv.sweep is not None:
-            plan.append(([(lv.id, s) for s in lv.valid_settings() if lv.sweep(s)], [lv.sweep_size]))
+            plan.append(([(lv.id, s) for s in lv.valid_settings() if lv.sweep(s)], [lv.sweep_size],
+                         SWEEP_TIMING))
     return plan
 
 
 def cmd_record(args: argparse.Namespace) -> None:
-    from .bench import bench
+    from pathlib import Path
 
+    from .bench import _write_json, bench, bench_fusion
     from .sass import find_disassembler
 
     result = None
-    for configs, sizes in record_plan(args.levels):
-        result = bench(configs, sizes, out=args.out, result=result)
+    for configs, sizes, timing in record_plan(args.levels):
+        result = bench(configs, sizes, out=args.out, result=result, **timing)
         if result.get("interrupted"):
             break
-    if result is not None and find_disassembler():
-        result["sass"] = [sass_record(level, params) for lv in _selected(args.levels)
-                          for level, params in [(lv.id, lv.resolve(**s)) for s in lv.showcase]]
-        from pathlib import Path
-
-        from .bench import _write_json
-
-        _write_json(Path(args.out), result)
-    print(f"wrote {len(result['records']) if result else 0} records to {args.out}")
+    if result is None:
+        return
+    chosen = _selected(args.levels)
+    if any(lv.epilogue for lv in chosen):
+        result["fusion"] = bench_fusion()
+    if find_disassembler():
+        result["sass"] = [sass_record(lv.id, lv.resolve(**s)) for lv in chosen for s in lv.showcase]
+    _write_json(Path(args.out), result)
+    print(f"wrote {len(result['records'])} records to {args.out}")
 
 
 def sass_record(level: str, params: dict) -> dict:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from . import device
-from .check import relative_error, tolerance
+from .check import epilogue_inputs, relative_error, tolerance
 from .levels import get_level
 from .launch import gemm
 from .models import gemm_flops
@@ -162,6 +162,8 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
     method = METHOD.format(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, tf32=tf32)
     if result is None:
         result = {"schema": 1, "provenance": provenance(method), "records": []}
+    elif method != result["provenance"]["method"] and method not in result["provenance"].get("other_methods", []):
+        result["provenance"].setdefault("other_methods", []).append(method)
     path = Path(out) if out else None
     timing = dict(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s)
     try:
@@ -179,10 +181,16 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
                 _write_json(path, result)
             for level, params in configs:
                 C.fill(cupy.nan)
-                gemm(A, B, level, out=C, **params)
-                err = relative_error(C, reference)
+                run, expected = dict(params), reference
+                if get_level(level).epilogue:  # bias, alpha, beta and the matching reference
+                    extra, C_initial, expected = epilogue_inputs(params, reference, dtype, cupy)
+                    run.update(extra)
+                    if C_initial is not None:
+                        C[...] = C_initial
+                gemm(A, B, level, out=C, **run)
+                err = relative_error(C, expected)
                 ok = err <= tolerance(dtype, K)
-                t = time_gpu(lambda: gemm(A, B, level, out=C, **params), **timing) if ok else None
+                t = time_gpu(lambda: gemm(A, B, level, out=C, **run), **timing) if ok else None
                 if t is None:
                     progress(f"{M}×{N}×{K} {level} {params}: WRONG RESULT (error {err:.2e}); not timed")
                     continue
@@ -202,3 +210,53 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
     if path:
         _write_json(path, result)
     return result
+
+
+FUSION_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (8192, 8192, 128), (16384, 8192, 64))
+
+
+def bench_fusion(shapes: Sequence[tuple[int, int, int]] = FUSION_SHAPES, activation: str = "relu",
+                 progress: Callable[[str], None] = print, **timing: Any) -> list[dict[str, Any]]:
+    """Fused C = act(A·B + bias) (Level 6) against the unfused sequence in the same run.
+
+    Unfused: Level 5's GEMM with the same tiles, then a bias-add kernel and an activation kernel,
+    each of which reads and writes C (2 × 8·M·N bytes). Also cuBLAS followed by the same two kernels.
+    """
+    import cupy
+
+    from .check import random_operands
+
+    act = {"relu": lambda X: cupy.maximum(X, 0, out=X),
+           "gelu": lambda X: cupy.multiply(X, 0.5 * (1 + cupy.tanh(0.7978845608028654 * (X + 0.044715 * X**3))),
+                                           out=X)}[activation]
+    rows = []
+    for M, N, K in shapes:
+        A, B = random_operands(M, N, K)
+        bias = (2 * cupy.random.default_rng(1).random(N) - 1).astype(cupy.float32)
+        C = cupy.empty((M, N), dtype=cupy.float32)
+
+        def unfused(gemm_fn: Callable[[], Any]) -> None:
+            gemm_fn()
+            cupy.add(C, bias, out=C)  # kernel 2: reads C and bias, writes C
+            act(C)                    # kernel 3: reads C, writes C
+
+        fused = time_gpu(lambda: gemm(A, B, "06_fused_epilogue", out=C, bias=bias, activation=activation,
+                                      accumulate=False, beta=0.0), **timing)
+        fused_out = C.copy()
+        plain = time_gpu(lambda: gemm(A, B, "05_register_blocking", out=C), **timing)
+        split = time_gpu(lambda: unfused(lambda: gemm(A, B, "05_register_blocking", out=C)), **timing)
+        error = relative_error(fused_out, C.astype(cupy.float64))  # fused and unfused must agree
+        blas = time_gpu(lambda: unfused(lambda: cupy.matmul(A, B, out=C)), **timing)
+        row = {"M": M, "N": N, "K": K, "activation": activation, "fused_ms": fused.median_ms,
+               "gemm_only_ms": plain.median_ms, "unfused_ms": split.median_ms, "cublas_unfused_ms": blas.median_ms,
+               "fused_vs_unfused_error": error, "extra_bytes_unfused": 2 * 8 * M * N + 4 * N,
+               "timings": {"fused": asdict(fused), "gemm_only": asdict(plain), "unfused": asdict(split),
+                           "cublas_unfused": asdict(blas)}}
+        rows.append(row)
+        progress(f"{M}×{N}×{K}: fused {fused.median_ms:.3f} ms, GEMM alone {plain.median_ms:.3f} ms, "
+                 f"unfused {split.median_ms:.3f} ms ({split.median_ms / fused.median_ms - 1:+.1%}), "
+                 f"cuBLAS+2 kernels {blas.median_ms:.3f} ms")
+        del A, B, C
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows

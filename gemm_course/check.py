@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .launch import gemm
+from .launch import gemm, resolve_backend
 from .levels import Level, get_level
 
 # Unit roundoff of the arithmetic each dtype accumulates in. Level kernels accumulate in fp32.
@@ -31,8 +31,11 @@ def tolerance(dtype: str, K: int) -> float:
 def relative_error(C: Any, reference: Any) -> float:
     """‖C − ref‖_F / ‖ref‖_F in float64; NaN anywhere in C gives NaN (which never passes)."""
     xp = _array_module(C)
-    diff = C.astype(xp.float64) - reference
-    return float(xp.linalg.norm(diff) / xp.linalg.norm(reference))
+    diff = float(xp.linalg.norm(C.astype(xp.float64) - reference))
+    scale = float(xp.linalg.norm(reference))
+    if scale == 0.0:  # e.g. a 1×1 product through a ReLU: only an exact 0 is right
+        return diff if math.isnan(diff) or diff == 0.0 else math.inf
+    return diff / scale
 
 
 def _array_module(X: Any):
@@ -78,22 +81,66 @@ def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Option
 
 
 def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: str = "float32",
-          seed: Optional[int] = None, source: Optional[str] = None, **params: Any) -> CheckResult:
-    """Run a level once on fresh random inputs and compare with a float64 product."""
-    import cupy
+          seed: Optional[int] = None, source: Optional[str] = None, backend: str = "auto",
+          **params: Any) -> CheckResult:
+    """Run a level once on fresh random inputs and compare with a float64 product.
 
+    backend as for gemm(): "cuda" (CuPy), "cpu" (NumPy, the CPU backend) or "auto".
+    """
     lv = get_level(level)
     resolved = lv.resolve(**params)
-    A, B = random_operands(M, N, K, dtype, seed, cupy)
-    C = cupy.full((M, N), cupy.nan, dtype=dtype)  # poison: anything not written stays NaN
-    gemm(A, B, lv, out=C, source=source, **resolved)
-    reference = A.astype(cupy.float64) @ B.astype(cupy.float64)
-    unwritten = int(cupy.isnan(C).sum())
+    if resolve_backend(backend) == "cpu":
+        xp = np
+    else:
+        import cupy as xp
+    A, B = random_operands(M, N, K, dtype, seed, xp)
+    C = xp.full((M, N), xp.nan, dtype=dtype)  # poison: anything not written stays NaN
+    reference = A.astype(xp.float64) @ B.astype(xp.float64)
+    run_params: dict[str, Any] = dict(resolved)
+    if lv.epilogue:
+        extra, C_initial, reference = epilogue_inputs(resolved, reference, dtype, xp, seed)
+        run_params.update(extra)
+        if C_initial is not None:
+            C = C_initial  # read by the kernel: no poison
+    gemm(A, B, lv, out=C, source=source, backend=backend, **run_params)
+    unwritten = int(xp.isnan(C).sum())
     return CheckResult(lv.id, resolved, M, N, K, dtype, relative_error(C, reference),
                        tolerance(dtype, K), unwritten)
 
 
+def epilogue_inputs(p: dict, AB: Any, dtype: str, xp: Any, seed: Optional[int] = None) -> tuple[dict, Any, Any]:
+    """Operands for an epilogue level and the float64 result it must produce.
+
+    Returns (gemm keyword arguments: a random bias if the setting has one, alpha 0.75, beta 0.5;
+    the initial C to pass as out= when the setting accumulates, else None; the reference
+    act(0.75·A·B + bias) + 0.5·C_old), given AB, the float64 product A·B.
+    """
+    M, N = AB.shape
+    rng = xp.random.default_rng(None if seed is None else seed + 1)
+    bias = (2.0 * rng.random(N) - 1.0).astype(dtype) if p["bias"] else None
+    C_initial = (2.0 * rng.random((M, N)) - 1.0).astype(dtype) if p["accumulate"] else None
+    C_old = C_initial.astype(xp.float64) if C_initial is not None else None
+    extra = {"bias": bias if bias is not None else False, "alpha": 0.75, "beta": 0.5}
+    return extra, C_initial, _epilogue_reference(p, AB, bias, C_old, xp)
+
+
+def _epilogue_reference(p: dict, AB: Any, bias: Any, C_old: Any, xp: Any) -> Any:
+    """act(0.75·A·B + bias) + 0.5·C_old in float64, as check() runs an epilogue level."""
+    X = 0.75 * AB
+    if bias is not None:
+        X = X + bias.astype(xp.float64)
+    if p["activation"] == "relu":
+        X = xp.maximum(X, 0.0)
+    elif p["activation"] == "gelu":  # the tanh approximation, as the kernel computes it
+        X = 0.5 * X * (1.0 + xp.tanh(0.7978845608028654 * (X + 0.044715 * X**3)))
+    elif p["activation"] != "none":
+        raise ValueError(f"check() has no reference for activation {p['activation']!r}")
+    if p["accumulate"]:
+        X = X + 0.5 * C_old
+    return X
+
+
 ODD_SHAPES: tuple[tuple[int, int, int], ...] = (
     (1, 1, 1), (7, 13, 5), (33, 65, 17), (127, 129, 131), (1000, 1, 7), (1, 1000, 1000),
-    (257, 4097, 65), (4097, 33, 1000),
+    (257, 4097, 65), (4097, 33, 1000), (129, 260, 68),
 )

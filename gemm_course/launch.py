@@ -1,6 +1,8 @@
-"""gemm(): validate, compile (cached), launch. The one way every notebook runs a level's kernel."""
+"""gemm(): validate, compile (cached), launch. The one way every notebook runs a level's kernel,
+on the GPU (CuPy) or, without one, on the CPU (cpu_backend: the same CUDA C source, emulated)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -44,32 +46,130 @@ def _check_operands(lv: Level, A: Any, B: Any, out: Any, xp: Any) -> tuple[int, 
     return M, N, K
 
 
-def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = None,
-         source: Optional[str] = None, **params: Any) -> Any:
-    """C = A @ B with a level's kernel. A, B: row-major CuPy arrays. Returns C (a new array or out).
+BACKENDS = ("auto", "cuda", "cpu")
 
+
+def resolve_backend(backend: str) -> str:
+    """"cuda" or "cpu": "auto" picks "cuda" when CuPy sees a GPU, else "cpu"."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not one of {', '.join(map(repr, BACKENDS))}")
+    if backend == "auto":
+        return "cuda" if device.gpu_available() else "cpu"
+    return backend
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The run-time arguments of an epilogue level: C = act(alpha·A·B + bias) + beta·C."""
+
+    bias: Any = None   # a vector of N values, or None
+    alpha: float = 1.0
+    beta: float = 1.0  # read only when the setting has accumulate=True
+
+
+def _split_epilogue(lv: Level, params: dict[str, Any]) -> tuple[dict[str, Any], Optional[Epilogue]]:
+    """For an epilogue level, take the bias vector, alpha and beta out of params.
+
+    bias=<vector> turns the `bias` setting on and passes the vector; bias=False turns it off.
+    """
+    if not lv.epilogue:
+        return params, None
+    params = dict(params)
+    alpha, beta = float(params.pop("alpha", 1.0)), float(params.pop("beta", 1.0))
+    bias = params.get("bias", lv.defaults.get("bias"))
+    if bias is None or isinstance(bias, (bool, np.bool_)):
+        if bias:
+            raise ValueError(f"level {lv.id} adds a bias vector: pass it as bias=<array of N values>, "
+                             "or bias=False")
+        params["bias"] = False
+        return params, Epilogue(None, alpha, beta)
+    params["bias"] = True
+    return params, Epilogue(bias, alpha, beta)
+
+
+def _check_bias(ep: Optional[Epilogue], N: int, dtype: Any, xp: Any) -> None:
+    b = ep.bias if ep is not None else None
+    if b is not None and (not isinstance(b, xp.ndarray) or b.shape != (N,) or b.dtype != dtype
+                          or not b.flags.c_contiguous):
+        raise ValueError(f"bias must be a contiguous {xp.__name__}.ndarray of shape ({N},) and dtype {dtype} "
+                         "(one value per column of C)")
+
+
+def _address(X: Any) -> int:
+    return X.ctypes.data if isinstance(X, np.ndarray) else X.data.ptr
+
+
+def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, N: int, K: int) -> dict[str, Any]:
+    """What kernel_name() sees: the setting, plus "aligned" for a level with a vector fast path
+    (K and N multiples of the vector width, A, B, C on whole-vector addresses)."""
+    if not lv.vector_width:
+        return resolved
+    w = lv.vector_width
+    aligned = K % w == 0 and N % w == 0 and all(_address(X) % (w * X.itemsize) == 0 for X in (A, B, C))
+    return resolved | {"aligned": aligned}
+
+
+def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = None,
+         source: Optional[str] = None, backend: str = "auto", **params: Any) -> Any:
+    """C = A @ B with a level's kernel. Returns C (a new array or out).
+
+    backend="cuda": A, B are row-major CuPy arrays and the kernel runs on the GPU.
+    backend="cpu": A, B are row-major NumPy arrays and the same CUDA C source runs on the CPU,
+    thread by thread (gemm_course.cpu_backend; small shapes; SIMT levels only).
+    backend="auto" (the default): "cuda" when a GPU is visible, else "cpu".
     params are the level's tunable parameters (see levels()); missing ones take their defaults.
+    An epilogue level (06) also takes bias=<vector of N values> (or bias=False), alpha and beta:
+    C = act(alpha·A·B + bias) + beta·C, the last term with accumulate=True.
     source replaces the level's CUDA file with your own edited copy (same kernel names).
     """
     lv = get_level(level)
+    params, epilogue = _split_epilogue(lv, params)
     resolved = lv.resolve(**params)
+    if resolve_backend(backend) == "cpu":
+        return _gemm_cpu(lv, resolved, A, B, out, source, epilogue)
     device.require_gpu(f"running level {lv.id}")
     import cupy
 
-    if device.compute_capability() < lv.min_cc:
+    needed = lv.required_cc(resolved)
+    if device.compute_capability() < needed:
         raise RuntimeError(
-            f"level {lv.id} needs compute capability {lv.min_cc // 10}.{lv.min_cc % 10} (sm_{lv.min_cc}) "
-            f"or newer; this GPU ({device.gpu_name()}) is sm_{device.compute_capability()}. "
-            "Read the recorded results for this level, or use a newer GPU.")
+            f"level {lv.id} with {resolved} needs compute capability {needed // 10}.{needed % 10} "
+            f"(sm_{needed}) or newer; this GPU ({device.gpu_name()}) is sm_{device.compute_capability()}. "
+            "Choose a setting your GPU supports, or read the recorded results for this one.")
     M, N, K = _check_operands(lv, A, B, out, cupy)
+    _check_bias(epilogue, N, A.dtype, cupy)
     launch = lv.geometry(M, N, K, resolved)
     if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
         raise ValueError(f"the grid {launch.grid} exceeds CUDA's limit of {MAX_GRID_YZ} blocks in y/z "
                          f"for M={M}, N={N}; use a larger block_y / tile, or split the product")
-    kernel = get_kernel(lv, resolved, source)
+    C = out if out is not None else cupy.empty((M, N), dtype=A.dtype)
+    kernel = get_kernel(lv, _kernel_params(lv, resolved, A, B, C, N, K), source)
     if launch.dynamic_shared_bytes > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
-    C = out if out is not None else cupy.empty((M, N), dtype=A.dtype)
-    kernel(launch.grid, launch.block, (A, B, C, np.int32(M), np.int32(N), np.int32(K)),
-           shared_mem=launch.dynamic_shared_bytes)
+    args: tuple = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
+    if epilogue is not None:  # no bias: a null pointer, never read
+        bias = epilogue.bias if epilogue.bias is not None else np.uint64(0)
+        args += (bias, np.float32(epilogue.alpha), np.float32(epilogue.beta))
+    kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
+    return C
+
+
+def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, source: Optional[str],
+              epilogue: Optional[Epilogue]) -> Any:
+    from . import cpu_backend
+
+    cpu_backend.require_simt(lv)
+    for name, X in (("A", A), ("B", B), ("out", out), ("bias", epilogue and epilogue.bias)):
+        if type(X).__module__.split(".")[0] == "cupy":
+            raise TypeError(f"{name} is a CuPy array, but backend='cpu' takes NumPy arrays; "
+                            f"pass {name}.get() (or cupy.asnumpy({name})), or use backend='cuda'")
+    M, N, K = _check_operands(lv, A, B, out, np)
+    _check_bias(epilogue, N, A.dtype, np)
+    launch = lv.geometry(M, N, K, resolved)
+    if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
+        raise ValueError(f"the grid {launch.grid} exceeds CUDA's limit of {MAX_GRID_YZ} blocks in y/z "
+                         f"for M={M}, N={N}; use a larger block_y / tile, or split the product")
+    C = out if out is not None else np.empty((M, N), dtype=A.dtype)
+    extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
+    cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra)
     return C

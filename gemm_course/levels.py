@@ -62,6 +62,11 @@ class Level:
     showcase: tuple[Mapping[str, Any], ...] = ({},)
     sweep: Optional[Callable[[Mapping[str, Any]], bool]] = None
     sweep_size: int = 4096
+    # > 0: the kernel has a fast path using vectors of this many floats, taken when K and N are
+    # multiples of it and the pointers are aligned; the launcher passes "aligned" to kernel_name.
+    vector_width: int = 0
+    # The kernel takes (bias, alpha, beta) after (A, B, C, M, N, K): C = act(alpha·A·B + bias) + beta·C.
+    epilogue: bool = False
 
     @property
     def path(self) -> Path:
@@ -240,7 +245,185 @@ DOUBLE_BUFFERING = Level(
     sweep=lambda p: True,
 )
 
-_LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING)
+
+# --- Levels 5-7: register blocking, fused epilogue, vectorized ------------------------------------
+
+def _pow2(lo: int, hi: int) -> tuple[int, ...]:
+    return tuple(2 ** i for i in range(lo.bit_length() - 1, hi.bit_length()))
+
+
+BLOCK_TILE_PARAMS = (
+    Param("BM", 128, _pow2(16, 256), "rows of C per thread block", "每个线程块负责的 C 的行数"),
+    Param("BN", 128, _pow2(16, 256), "columns of C per thread block", "每个线程块负责的 C 的列数"),
+    Param("BK", 8, _pow2(4, 32), "depth of the k-tile staged in shared memory", "每次放入共享内存的 k 方向分块深度"),
+    Param("TM", 8, _pow2(1, 16), "rows of C per thread (in registers)", "每个线程负责的 C 的行数（在寄存器中）"),
+    Param("TN", 8, _pow2(1, 16), "columns of C per thread (in registers)", "每个线程负责的 C 的列数（在寄存器中）"),
+)
+
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+def _thread_tile_threads(p: Mapping[str, Any]) -> int:
+    return (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+
+
+def _thread_tile_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
+    return Launch(grid=(ceil_div(N, p["BN"]), ceil_div(M, p["BM"]), 1), block=(_thread_tile_threads(p), 1, 1))
+
+
+def _thread_tile_rules(p: Mapping[str, Any], vector: int = 1) -> list[tuple[str, str]]:
+    out = []
+    for tile, thread in (("BM", "TM"), ("BN", "TN")):
+        if p[tile] % p[thread]:
+            out.append((f"{tile}={p[tile]} is not a multiple of {thread}={p[thread]}: threads cannot split "
+                        "the tile evenly", f"{tile}={p[tile]} 不是 {thread}={p[thread]} 的整数倍：线程无法均分分块"))
+    if out:
+        return out
+    threads = _thread_tile_threads(p)
+    if threads < 32:
+        out.append((f"only {threads} threads per block (BM/TM · BN/TN); a block needs at least one warp of 32",
+                    f"每个线程块只有 {threads} 个线程（BM/TM · BN/TN）；至少需要一个 32 线程的线程束"))
+    shared = 4 * p["BK"] * (p["BM"] + 4 + p["BN"])
+    if shared > STATIC_SHARED_LIMIT:
+        out.append((f"the tiles need {shared} B of shared memory, over the 48 KB static limit; lower BK, BM or BN",
+                    f"分块需要 {shared} B 共享内存，超过 48 KB 的静态上限；请减小 BK、BM 或 BN"))
+    if p["TM"] * p["TN"] > 128:
+        out.append((f"TM·TN = {p['TM'] * p['TN']} accumulators per thread cannot stay in 255 registers",
+                    f"每线程 TM·TN = {p['TM'] * p['TN']} 个累加器，255 个寄存器放不下"))
+    if vector > 1:
+        bad = [n for n in ("BK", "BN", "TM", "TN") if p[n] % vector]
+        if bad:
+            out.append((f"{', '.join(bad)} must be multiples of {vector} for float4 accesses",
+                        f"{', '.join(bad)} 必须是 {vector} 的整数倍才能使用 float4 访问"))
+    return out
+
+
+def _block_tile_name(kernel: str, p: Mapping[str, Any]) -> str:
+    return f"{kernel}<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}>"
+
+
+def _tuning_sweep(p: Mapping[str, Any]) -> bool:
+    """The autotuner's search space: every valid block tile with 64 to 512 threads."""
+    return (64 <= _thread_tile_threads(p) <= 512 and p["BK"] in (8, 16) and p["TM"] in (4, 8)
+            and p["TN"] in (4, 8) and p["BM"] >= 32 and p["BN"] >= 32)
+
+
+REGISTER_BLOCKING = Level(
+    id="05_register_blocking",
+    number=5,
+    title_en="Register blocking",
+    title_zh="寄存器分块",
+    source="05_register_blocking.cu",
+    params=BLOCK_TILE_PARAMS,
+    kernel_name=lambda p: _block_tile_name("gemm_register_blocked", p),
+    geometry=_thread_tile_geometry,
+    rules=_thread_tile_rules,
+    showcase=({}, {"BM": 64, "BN": 64, "TM": 4, "TN": 4}),
+    sweep=_tuning_sweep,
+)
+
+ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2}
+
+FUSED_EPILOGUE = Level(
+    id="06_fused_epilogue",
+    number=6,
+    title_en="Fused epilogue",
+    title_zh="融合尾处理",
+    source="06_fused_epilogue.cu",
+    params=BLOCK_TILE_PARAMS + (
+        Param("activation", "relu", tuple(ACTIVATIONS), "activation applied to alpha·A·B + bias",
+              "作用于 alpha·A·B + bias 的激活函数"),
+        Param("bias", True, (False, True), "add a bias vector (one value per column of C)",
+              "加上偏置向量（C 的每一列一个值）"),
+        Param("accumulate", False, (False, True), "add beta · C (the old contents of C)",
+              "加上 beta · C（C 原有的内容）"),
+    ),
+    kernel_name=lambda p: (f"gemm_fused_epilogue<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}, "
+                           f"{ACTIVATIONS[p['activation']]}, {str(p['bias']).lower()}, "
+                           f"{str(p['accumulate']).lower()}>"),
+    geometry=_thread_tile_geometry,
+    rules=_thread_tile_rules,
+    epilogue=True,
+    showcase=({"activation": "none", "bias": False}, {"activation": "relu"}, {"activation": "gelu"},
+              {"activation": "none", "bias": False, "accumulate": True}),
+)
+
+VECTORIZED = Level(
+    id="07_vectorized",
+    number=7,
+    title_en="Vectorized loads and stores",
+    title_zh="向量化访存",
+    source="07_vectorized.cu",
+    params=BLOCK_TILE_PARAMS,
+    kernel_name=lambda p: _block_tile_name("gemm_vectorized" if p.get("aligned", True)
+                                           else "gemm_register_blocked", p),
+    geometry=_thread_tile_geometry,
+    rules=lambda p: _thread_tile_rules(p, vector=4),
+    vector_width=4,
+    showcase=({}, {"BK": 16}),
+    sweep=_tuning_sweep,
+)
+
+
+# --- Level 8: warp tiling ----------------------------------------------------------------------------
+
+def _warp_threads(p: Mapping[str, Any]) -> int:
+    return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+
+
+def _warp_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for tile, warp in (("BM", "WM"), ("BN", "WN")):
+        if p[tile] % p[warp]:
+            out.append((f"{tile}={p[tile]} is not a multiple of the warp tile {warp}={p[warp]}",
+                        f"{tile}={p[tile]} 不是线程束分块 {warp}={p[warp]} 的整数倍"))
+    if out:
+        return out
+    threads = _warp_threads(p)
+    for name, elems in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
+        if elems % (4 * threads):
+            out.append((f"the {name} tile ({elems} floats) does not split into whole float4s over {threads} threads; "
+                        "change BK or the warp tiles", f"{name} 分块（{elems} 个 float）无法按 float4 均分给 "
+                        f"{threads} 个线程；请调整 BK 或线程束分块"))
+    shared = 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"])
+    if shared > STATIC_SHARED_LIMIT:
+        out.append((f"two buffers need {shared} B of shared memory, over the 48 KB static limit",
+                    f"两块缓冲区需要 {shared} B 共享内存，超过 48 KB 的静态上限"))
+    accumulators = (4 * p["WM"] // 32) * (4 * p["WN"] // 16)
+    if accumulators > 128:
+        out.append((f"{accumulators} accumulators per thread (WM·WN/32) cannot stay in 255 registers",
+                    f"每线程 {accumulators} 个累加器（WM·WN/32），255 个寄存器放不下"))
+    return out
+
+
+WARP_TILING = Level(
+    id="08_warp_tiling",
+    number=8,
+    title_en="Warp tiling",
+    title_zh="线程束分块",
+    source="08_warp_tiling.cu",
+    params=(
+        Param("BM", 128, (64, 128, 256), "rows of C per thread block", "每个线程块负责的 C 的行数"),
+        Param("BN", 128, (64, 128, 256), "columns of C per thread block", "每个线程块负责的 C 的列数"),
+        Param("BK", 16, (8, 16, 32), "depth of each k-tile", "每个 k 方向分块的深度"),
+        Param("WM", 64, (32, 64, 128), "rows of C per warp", "每个线程束负责的 C 的行数"),
+        Param("WN", 32, (16, 32, 64, 128), "columns of C per warp", "每个线程束负责的 C 的列数"),
+        Param("min_blocks", 2, (1, 2), "blocks per SM the compiler must make room for (it caps registers "
+              "at 65536 / (threads · min_blocks))", "编译器须保证每个 SM 能容纳的线程块数（寄存器上限随之为 "
+              "65536 / (线程数 · min_blocks)）"),
+    ),
+    kernel_name=lambda p: (f"gemm_warp_tiled<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, "
+                           f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}>"),
+    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, p["BM"]) * ceil_div(N, p["BN"]), 1, 1),
+                                       block=(_warp_threads(p), 1, 1)),
+    rules=_warp_rules,
+    vector_width=4,
+    showcase=({}, {"BM": 64, "BN": 128}),
+    sweep=lambda p: 128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256),
+)
+
+_LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,
+                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING)
 
 
 def levels() -> tuple[Level, ...]:

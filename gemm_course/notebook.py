@@ -50,6 +50,11 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
     lv = get_level(level)
     if shapes is None:
         shapes = ODD_SHAPES if device.gpu_available() else SMALL_ODD_SHAPES
+    if not device.gpu_available():
+        print("No GPU: running the same CUDA C source on the CPU backend (compiled as C++, one fiber per "
+              "thread). This checks correctness only; CPU timings say nothing about GPU speed.\n"
+              "没有 GPU：在 CPU 后端上运行同一份 CUDA C 源码（按 C++ 编译，每个线程一个纤程）。"
+              "这只检验正确性；CPU 上的耗时与 GPU 速度无关。")
     out = []
     for M, N, K in shapes:
         try:

@@ -64,11 +64,12 @@ def instruction_mix(sass: str) -> dict[str, int]:
 
 
 def memory_summary(mix: dict[str, int]) -> dict[str, int]:
-    """Group a mix into what the levels discuss: FFMA, shared/global loads by width, barriers."""
+    """Group a mix into what the levels discuss: FFMA, shared/global/local accesses by width
+    (LDL/STL are register spills), barriers, tensor-core instructions."""
     out: Counter[str] = Counter()
     for op, n in mix.items():
         base = op.split(".")[0]
-        if base in ("LDS", "LDG", "STS", "STG", "LDGSTS"):
+        if base in ("LDS", "LDG", "STS", "STG", "LDGSTS", "LDL", "STL"):
             width = next((w for w in ("128", "64") if f".{w}" in op), "32")
             out[f"{base}.{width}"] += n
         elif base in ("FFMA", "BAR", "HMMA", "HGMMA", "LDSM"):

@@ -50,3 +50,28 @@ def test_timing_harness_reports_spread():
     A, B = gc.random_operands(512, 512, 512)
     t = gc.time_gpu(lambda: cupy.matmul(A, B), min_reps=5, max_reps=10, budget_s=0.1)
     assert 5 <= t.reps <= 10 and 0 < t.min_ms <= t.q1_ms <= t.median_ms <= t.q3_ms <= t.max_ms
+
+
+@pytest.mark.parametrize("level", ["07_vectorized", "08_warp_tiling"])
+def test_vector_levels_are_correct_on_misaligned_pointers(level):
+    """Views that start 4 bytes into an allocation break 16-byte alignment: the scalar path must run."""
+    import cupy
+
+    M, N, K = 130, 132, 68  # N and K multiples of 4, so only the pointers are misaligned
+    _, A_buf = gc.random_operands(1, M * K + 1, 1)  # the second operand is 1 × (M·K + 1)
+    _, B_buf = gc.random_operands(1, K * N + 1, 1)
+    A, B = A_buf.ravel()[1:].reshape(M, K), B_buf.ravel()[1:].reshape(K, N)
+    assert A.data.ptr % 16 and A.flags.c_contiguous
+    C = gc.gemm(A, B, level)
+    ref = A.astype(cupy.float64) @ B.astype(cupy.float64)
+    assert gc.relative_error(C, ref) <= gc.tolerance("float32", K)
+
+
+def test_fused_epilogue_matches_unfused():
+    import cupy
+
+    A, B = gc.random_operands(257, 260, 129)
+    bias = (2 * cupy.random.default_rng(3).random(260) - 1).astype(cupy.float32)
+    ref = A.astype(cupy.float64) @ B.astype(cupy.float64) * 0.5 + bias
+    C = gc.gemm(A, B, "06_fused_epilogue", bias=bias, alpha=0.5, activation="relu")
+    assert gc.relative_error(C, cupy.maximum(ref, 0)) <= gc.tolerance("float32", 129)

@@ -87,7 +87,9 @@ def test_compile_report_without_gpu(arch):
             continue
         r = gc.compile_report(lv, arch=arch)
         assert r.arch == arch and 0 < r.registers <= 255
-        assert not r.spills and r.problems() == []
+        assert r.spills == any("spill" in en for en, _ in r.problems())  # a spill is always reported
+        if lv.number < 8:  # Level 8's default trades a small spill for two blocks per SM (measured faster)
+            assert not r.spills and r.problems() == []
         assert r.occupancy.blocks_per_sm >= 1
         assert "registers" in str(r) and "<table" in r._repr_html_()
 

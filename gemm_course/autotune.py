@@ -1,0 +1,77 @@
+"""The autotuner: sweep a level's valid configurations on this GPU and keep the best per size.
+
+It skips, before timing anything, configurations that the compile report says cannot fit an SM or
+spill registers; checks each survivor once for correctness; then times it with the one harness
+(bench.time_gpu, L2 flushed, median). Without a GPU, `recorded_best` answers from the H200 sweep.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional
+
+from . import device, results
+from .levels import Level, get_level
+
+
+def search_space(level: str | int | Level) -> list[dict[str, Any]]:
+    """The configurations the tuner tries: the level's sweep filter over its valid settings."""
+    lv = get_level(level)
+    keep = lv.sweep or (lambda p: True)
+    return [s for s in lv.valid_settings() if keep(s)]
+
+
+def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int]],
+             configs: Optional[list[dict[str, Any]]] = None, progress: Callable[[str], None] = print,
+             budget_s: float = 0.3, max_reps: int = 20) -> dict[str, Any]:
+    """Time every configuration at every size on this GPU; return all timings and the best per size."""
+    import cupy
+
+    from .bench import time_gpu
+    from .check import random_operands, relative_error, tolerance
+    from .compile import compile_report
+    from .launch import gemm
+    from .models import gemm_flops
+
+    lv = get_level(level)
+    device.require_gpu("autotuning")
+    candidates = []
+    for p in configs or search_space(lv):
+        report = compile_report(lv, **p)
+        if report.spills or report.occupancy.blocks_per_sm == 0:
+            progress(f"skip {p}: " + "; ".join(en for en, _ in report.problems()))
+            continue
+        candidates.append(p)
+    table: list[dict[str, Any]] = []
+    best: dict[str, dict[str, Any]] = {}
+    try:
+        for size in sizes:
+            M, N, K = (size, size, size) if isinstance(size, int) else size
+            A, B = random_operands(M, N, K)
+            reference = A.astype(cupy.float64) @ B.astype(cupy.float64)
+            C = cupy.empty((M, N), dtype=cupy.float32)
+            for i, p in enumerate(candidates):
+                gemm(A, B, lv, out=C, **p)
+                if not relative_error(C, reference) <= tolerance("float32", K):
+                    progress(f"{p}: wrong result at {M}×{N}×{K}, skipped")
+                    continue
+                t = time_gpu(lambda: gemm(A, B, lv, out=C, **p), budget_s=budget_s, max_reps=max_reps)
+                row = {"M": M, "N": N, "K": K, "params": p, "median_ms": t.median_ms,
+                       "tflops": gemm_flops(M, N, K) / t.median_ms / 1e9}
+                table.append(row)
+                key = f"{M}x{N}x{K}"
+                if key not in best or row["tflops"] > best[key]["tflops"]:
+                    best[key] = row
+                progress(f"[{i + 1}/{len(candidates)}] {M}×{N}×{K} {p}: {row['tflops']:.2f} TFLOPS "
+                         f"(best so far {best[key]['tflops']:.2f})")
+    except KeyboardInterrupt:
+        progress(f"interrupted: keeping {len(table)} timings")
+    return {"level": lv.id, "gpu": device.gpu_name(), "table": table, "best": best}
+
+
+def recorded_best(level: str | int | Level, size: Optional[int] = None) -> dict[str, Any]:
+    """The fastest recorded configuration of a level at a size (default: its sweep size)."""
+    lv = get_level(level)
+    n = size or lv.sweep_size
+    rows = [r for r in results.recorded(lv.id) if r["level"] == lv.id and (r["M"], r["N"], r["K"]) == (n, n, n)]
+    if not rows:
+        raise KeyError(f"no recorded sweep of {lv.id} at {n}³")
+    return max(rows, key=lambda r: r["tflops"])

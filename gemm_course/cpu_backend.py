@@ -1,0 +1,553 @@
+"""Run the SIMT levels' CUDA C kernels on the CPU: for CI (no GPU) and for readers without one.
+
+The very same .cu file is compiled as C++ together with kernels/cuda_cpu_compat.h (which maps
+blockIdx, threadIdx, __shared__, __syncthreads(), float4, <cuda_pipeline.h>, ... onto a small
+fiber runtime) by the system C++ compiler into a shared library, cached on disk per (source
+text, kernel name expression, compiler and flags), loaded with ctypes and launched on NumPy
+arrays. gemm(A, B, level, backend="cpu") goes through here, as does gemm() without a GPU.
+
+How a launch runs (details in the header): blocks one after another; inside a block each CUDA
+thread is a fiber, and the threads run one at a time in order of linear thread index, each until
+its next __syncthreads() or its end. So a missing barrier reads stale (or NaN-poisoned) shared
+memory every time, a barrier that not all threads reach is reported at once instead of hanging,
+and the arrays live in guarded buffers, so an index past an edge is reported too.
+
+Meant for small shapes: one CPU core emulates the whole grid, thread by thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .levels import KERNEL_DIR, Launch, Level
+
+COMPILERS: tuple[str, ...] = ("g++", "c++", "clang++")
+"""Tried in order when the environment variable CXX is not set."""
+
+BASE_FLAGS: tuple[str, ...] = (
+    "-std=c++17", "-O2", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
+    "-fno-strict-aliasing",   # kernels reinterpret float* as float4*
+    "-fdata-sections",        # one section per static, so the linker script can find __shared__ ones
+    "-Wno-unknown-pragmas",   # #pragma unroll
+)
+
+# Tried once per compiler, each kept when it accepts it:
+#   -fno-gnu-unique: template statics (our __shared__ arrays) stay private to their library.
+#   -ftrivial-auto-var-init=pattern: uninitialised locals (a forgotten `acc = 0`) hold garbage.
+#   -fsanitize=alignment, trapping: a misaligned access (a float4 load from an address that is not
+#     a multiple of 16) stops the kernel, as it does on a GPU, instead of quietly working.
+OPTIONAL_FLAGS: tuple[tuple[str, ...], ...] = (
+    ("-fno-gnu-unique",), ("-ftrivial-auto-var-init=pattern",),
+    ("-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"),
+)
+
+# GNU ld / lld on Linux: gather function-local statics (the __shared__ variables) into one section
+# that the runtime fills with NaN at the start of every block.
+LINKER_SCRIPT = """\
+SECTIONS
+{
+  gc_shared (NOLOAD) : ALIGN(128) { gc_shared_begin = .; *(.bss._ZZ*) gc_shared_end = .; }
+}
+INSERT AFTER .bss;
+"""
+
+# CUDA headers that kernels may include; each becomes a stub that includes the compat header.
+CUDA_HEADERS: tuple[str, ...] = (
+    "cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda_runtime.h", "device_launch_parameters.h",
+    "cuda.h", "vector_types.h",
+)
+
+TIMEOUT_ENV = "GEMM_COURSE_CPU_TIMEOUT"
+DEFAULT_TIMEOUT_S = 10.0
+CACHE_ENV = "GEMM_COURSE_CPU_CACHE"
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+class CpuBackendError(RuntimeError):
+    """Anything the CPU backend reports: compile problems, broken kernels, unsupported levels."""
+
+
+class CompilerNotFoundError(CpuBackendError):
+    """No C++ compiler on PATH (see COMPILERS and the CXX environment variable)."""
+
+
+class CpuCompileError(CpuBackendError):
+    """The C++ compiler rejected the kernel source; the message holds its output."""
+
+
+class KernelBarrierError(CpuBackendError):
+    """A __syncthreads() that not all threads of a block reach (or not the same one)."""
+
+
+class KernelTimeoutError(CpuBackendError):
+    """A thread ran for timeout_s without reaching a barrier or returning."""
+
+
+class KernelCrashError(CpuBackendError):
+    """The kernel stopped with a signal: integer division by zero, __trap(), a crash."""
+
+
+class KernelMemoryError(KernelCrashError):
+    """Out-of-bounds access, misaligned access, stack overflow."""
+
+
+class UnsupportedLevelError(CpuBackendError, NotImplementedError):
+    """The level needs hardware the CPU backend does not emulate (Tensor Cores)."""
+
+
+# --- the compiler --------------------------------------------------------------------------------
+
+def find_compiler() -> list[str]:
+    """The C++ compiler command: $CXX if set (may carry arguments), else the first of COMPILERS on PATH."""
+    env = os.environ.get("CXX", "").strip()
+    if env:
+        cmd = shlex.split(env)
+        if shutil.which(cmd[0]):
+            return cmd
+        raise CompilerNotFoundError(
+            f"the CPU backend needs a C++ compiler: CXX={env!r} is set, but {cmd[0]!r} was not found "
+            "on PATH. Point CXX at an installed compiler (e.g. CXX=g++), or unset it to use "
+            f"{' / '.join(COMPILERS)}.")
+    for name in COMPILERS:
+        if shutil.which(name):
+            return [name]
+    raise CompilerNotFoundError(
+        "the CPU backend needs a C++ compiler and none was found: looked for "
+        f"{', '.join(COMPILERS)} on PATH, and the environment variable CXX is not set. Install one "
+        "(Debian/Ubuntu: apt install g++; macOS: xcode-select --install; conda: conda install "
+        "gxx_linux-64) or set CXX to its path.")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_identity(cmd: tuple[str, ...]) -> str:
+    """Path and first --version line: part of the cache key, so a new compiler rebuilds."""
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return f"{shutil.which(cmd[0])} {' '.join(cmd[1:])} {out.splitlines()[0] if out else '?'}"
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels live: $GEMM_COURSE_CPU_CACHE, else ~/.cache/gemm_course/cpu."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "gemm_course" / "cpu"
+
+
+def _run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run one compiler command (a separate function so tests can count compilations)."""
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@functools.lru_cache(maxsize=None)
+def _flags(cmd: tuple[str, ...], cache: Path) -> tuple[str, ...]:
+    """BASE_FLAGS plus the optional flags and the shared-memory linker script this compiler accepts."""
+    flags = list(BASE_FLAGS)
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        probe = Path(tmp) / "probe.cpp"
+        probe.write_text(
+            "#include <cstring>\n"
+            "extern \"C\" char gc_shared_begin[] __attribute__((visibility(\"hidden\")));\n"
+            "extern \"C\" char gc_shared_end[] __attribute__((visibility(\"hidden\")));\n"
+            "template <int N> float* k() { static float s[N]; return s; }\n"
+            "extern \"C\" long f() { std::memset(gc_shared_begin, 0, gc_shared_end - gc_shared_begin);"
+            " return (long)(k<4>() - (float*)0); }\n")
+        out = str(Path(tmp) / "probe.so")
+
+        def accepts(extra: list[str]) -> bool:
+            result = _run_compiler([*cmd, *flags, *extra, str(probe), "-o", out])
+            return result.returncode == 0 and not result.stderr.strip()
+
+        if sys.platform.startswith("linux"):
+            script = cache / "gc_shared.ld"
+            if not script.exists() or script.read_text() != LINKER_SCRIPT:
+                (Path(tmp) / "gc_shared.ld").write_text(LINKER_SCRIPT)
+                os.replace(Path(tmp) / "gc_shared.ld", script)  # atomic for concurrent processes
+            extra = [f"-Wl,-T,{script}", "-DGC_CPU_POISON_SHARED"]
+            if accepts(extra):
+                flags += extra
+        probe.write_text("int f() { return 0; }\n")
+        for extra in OPTIONAL_FLAGS:
+            if accepts(list(extra)):
+                flags += extra
+    return tuple(flags)
+
+
+# --- building a kernel ---------------------------------------------------------------------------
+
+_EXTERN_SHARED = re.compile(
+    r"\bextern\s+__shared__\s+((?:(?:__align__|alignas)\s*\(\s*\w+\s*\)\s*)*)"
+    r"([A-Za-z_][\w:<>, ]*?)\s*\b(\w+)\s*\[\s*\]\s*;")
+
+
+def _rewrite_dynamic_shared(source: str) -> str:
+    """`extern __shared__ float smem[];` -> a pointer to the launch's dynamic shared memory.
+
+    The one textual change made to a kernel source (C++ has no unsized `static` array); the
+    line count stays the same, so compiler messages point at the right lines.
+    """
+    def replace(m: re.Match) -> str:
+        return f"GC_CPU_DYNAMIC_SHARED({m.group(2).strip()}, {m.group(3)});" + "\n" * m.group(0).count("\n")
+
+    return _EXTERN_SHARED.sub(replace, source)
+
+
+def translation_unit(source: str, kernel: str, source_name: str = "kernel.cu") -> str:
+    """The C++ file compiled for one kernel: compat header, the source, the C entry points."""
+    return (f'#include "cuda_cpu_compat.h"\n#line 1 "{source_name}"\n{_rewrite_dynamic_shared(source)}\n'
+            f'#line 1 "gemm_course_cpu_entry"\nGC_CPU_ENTRY({kernel})\n')
+
+
+def _kernel_dir_headers() -> str:
+    """Every header under kernels/ (the compat header, shared .cuh files) for the cache key."""
+    parts = []
+    for path in sorted(KERNEL_DIR.glob("*")):
+        if path.suffix in (".h", ".cuh", ".hpp"):
+            parts.append(f"{path.name}\n{path.read_text(encoding='utf-8')}")
+    return "\n".join(parts)
+
+
+_lock = threading.RLock()         # compiling and loading
+_launch_lock = threading.Lock()   # one launch at a time in this process (signal handlers, stacks)
+_stacks: dict[int, int] = {}      # fiber stack pools by slot size, see gc_stack_pool() in the header
+_loaded: dict[str, "CpuKernel"] = {}
+
+
+def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu") -> "CpuKernel":
+    """The kernel `kernel` (a C++ name expression, e.g. "gemm_naive_cols<32, 8>") of `source`,
+    compiled for the CPU and loaded. Cached in this process and on disk (cache_dir()) per
+    (source text, kernel, compiler, flags, headers under kernels/)."""
+    if sys.platform == "win32":
+        raise CpuBackendError("the CPU backend needs Linux or macOS (it uses ucontext and POSIX signals); "
+                              "on Windows, run the course in WSL, or on a GPU")
+    cmd = tuple(find_compiler())
+    cache = cache_dir()
+    flags = _flags(cmd, cache)
+    tu = translation_unit(source, kernel, source_name)
+    key = hashlib.sha256("\0".join(
+        [_compiler_identity(cmd), " ".join(flags), LINKER_SCRIPT, _kernel_dir_headers(), tu]).encode()).hexdigest()[:32]
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+        path = cache / f"{key}.so"
+        if not path.exists():
+            _build(cmd, flags, tu, kernel, path)
+        compiled = CpuKernel(path, kernel)
+        _loaded[key] = compiled
+        return compiled
+
+
+def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        include = Path(tmp) / "include"
+        include.mkdir()
+        for header in CUDA_HEADERS:  # kernels may #include them; the compat header provides all
+            (include / header).write_text('#include "cuda_cpu_compat.h"\n')
+        cpp = Path(tmp) / "kernel.cpp"
+        cpp.write_text(tu, encoding="utf-8")
+        out = Path(tmp) / "kernel.so"
+        result = _run_compiler([*cmd, *flags, f"-I{include}", f"-I{KERNEL_DIR}", str(cpp), "-o", str(out)])
+        if result.returncode != 0:
+            log = (result.stderr + result.stdout).replace(str(cpp), "kernel.cpp")
+            hint = ""
+            if re.search(r"\basm\b|no such instruction|unknown mnemonic|invalid instruction", log):
+                hint = ("\nThe kernel seems to contain inline PTX (asm). The CPU backend compiles PTX-free code "
+                        "only: put the asm under `#ifndef GEMM_COURSE_CPU` with a plain C++ alternative.")
+            raise CpuCompileError(f"compiling {kernel} for the CPU backend failed ({' '.join(cmd)}):\n"
+                                  f"{log.strip()}{hint}")
+        os.replace(out, path)  # atomic: a concurrent process sees the whole library or none
+
+
+# --- launching -----------------------------------------------------------------------------------
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_int * 3), ("block", ctypes.c_int * 3),
+                ("dynamic_shared_bytes", ctypes.c_longlong), ("timeout_s", ctypes.c_double),
+                ("stacks", ctypes.c_void_p)]
+
+
+class _ErrorInfo(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("signal", ctypes.c_int), ("address", ctypes.c_ulonglong),
+                ("block", ctypes.c_int * 3), ("thread", ctypes.c_int * 3), ("line", ctypes.c_int),
+                ("message", ctypes.c_char * 1024)]
+
+
+_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG = range(7)
+
+_SCALARS: dict[str, tuple[Any, str]] = {  # C++ parameter type -> (ctypes type, numpy dtype)
+    "float": (ctypes.c_float, "float32"), "double": (ctypes.c_double, "float64"),
+    "int": (ctypes.c_int32, "int32"), "unsigned int": (ctypes.c_uint32, "uint32"),
+    "long long": (ctypes.c_int64, "int64"), "unsigned long long": (ctypes.c_uint64, "uint64"),
+    "short": (ctypes.c_int16, "int16"), "char": (ctypes.c_int8, "int8"),
+    "unsigned char": (ctypes.c_uint8, "uint8"), "bool": (ctypes.c_bool, "bool"),
+}
+
+
+def default_timeout() -> float:
+    """Seconds a thread may run without reaching a barrier: $GEMM_COURSE_CPU_TIMEOUT, else 10."""
+    return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+
+
+# Fills the tail of each guarded buffer: a signalling NaN as float32. Reading it poisons the
+# result (arithmetic turns it into a different, quiet NaN), and a kernel that stores anything
+# there, even a NaN computed from it, changes the bytes.
+_TAIL_PATTERN = bytes.fromhex("a5a5a57f")
+
+
+class _Guarded:
+    """A copy of one array argument between guard pages; the tail of its last page holds _TAIL_PATTERN."""
+
+    def __init__(self, lib: ctypes.CDLL, array: np.ndarray, name: str, writable: bool):
+        self.lib, self.array, self.name, self.writable = lib, array, name, writable
+        self.nbytes = array.nbytes
+        page = lib.gc_page_size()
+        self.capacity = max(1, -(-self.nbytes // page)) * page
+        self.page = page
+        self.address = lib.gc_guarded_alloc(max(self.nbytes, 1))
+        if not self.address:
+            raise MemoryError(f"could not map {self.capacity} bytes for {name}")
+        ctypes.memmove(self.address, array.ctypes.data, self.nbytes)
+        self.tail = self._expected_tail()
+        ctypes.memmove(self.address + self.nbytes, self.tail, len(self.tail))
+
+    def _expected_tail(self) -> bytes:
+        pattern = _TAIL_PATTERN * (self.capacity // len(_TAIL_PATTERN))  # aligned to the buffer start
+        return pattern[self.nbytes:self.capacity]
+
+    def free(self) -> None:
+        self.lib.gc_guarded_free(self.address, max(self.nbytes, 1))
+
+    def copy_back(self) -> None:
+        ctypes.memmove(self.array.ctypes.data, self.address, self.nbytes)
+
+    def first_tail_write(self) -> Optional[int]:
+        """Byte offset (from the start) of the first byte past the end that the kernel changed."""
+        tail = ctypes.string_at(self.address + self.nbytes, len(self.tail))
+        if tail == self.tail:
+            return None
+        return self.nbytes + next(i for i, (a, b) in enumerate(zip(tail, self.tail)) if a != b)
+
+    def contains(self, address: int) -> bool:
+        return self.address - self.page <= address < self.address + self.capacity + self.page
+
+    def describe(self, byte_offset: int) -> str:
+        """e.g. "C[7, 0] (element 91, past its last element; C is 7×13)"."""
+        a = self.array
+        item = a.itemsize
+        element = byte_offset // item
+        where = "before its first element" if element < 0 else "past its last element"
+        if a.ndim == 2 and a.shape[1] > 0:
+            r, c = divmod(element, a.shape[1])
+            return (f"{self.name}[{r}, {c}] (element {element}, {where}; {self.name} is "
+                    f"{a.shape[0]}×{a.shape[1]})")
+        return f"{self.name}[{element}] ({where}; {self.name} has {a.size} elements)"
+
+
+class CpuKernel:
+    """One compiled kernel instantiation, ready to launch on NumPy arrays."""
+
+    def __init__(self, path: Path, kernel: str):
+        self.path = path
+        self.kernel = kernel
+        self._lib = lib = ctypes.CDLL(str(path))
+        lib.gc_signature.restype = ctypes.c_char_p
+        lib.gc_launch.restype = ctypes.c_int
+        lib.gc_launch.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.POINTER(_ErrorInfo)]
+        lib.gc_guarded_alloc.restype = ctypes.c_void_p
+        lib.gc_guarded_alloc.argtypes = [ctypes.c_size_t]
+        lib.gc_guarded_free.restype = None
+        lib.gc_guarded_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.gc_page_size.restype = ctypes.c_size_t
+        lib.gc_stack_pool.restype = ctypes.c_void_p
+        lib.gc_stack_slot.restype = ctypes.c_size_t
+        self.parameters: tuple[str, ...] = tuple(lib.gc_signature().decode().split(","))
+        """The kernel's C++ parameter types, e.g. ("const float*", "const float*", "float*", "int", ...)."""
+
+    def __repr__(self) -> str:
+        return f"CpuKernel({self.kernel}({', '.join(self.parameters)}))"
+
+    def launch(self, launch: Launch, args: Sequence[Any], *, names: Optional[Sequence[str]] = None,
+               timeout_s: Optional[float] = None) -> None:
+        """Run the grid. args follow the kernel's parameters: NumPy arrays for pointers (copied
+        into guarded buffers; arrays behind non-const pointers are copied back; None for a null
+        pointer), Python or NumPy numbers for scalars. names label the arguments in error
+        messages (default A, B, C, ...). timeout_s: how long one thread may run without reaching
+        a barrier (default: default_timeout(); 0: no limit). Raises KernelBarrierError,
+        KernelTimeoutError, KernelCrashError or KernelMemoryError for a broken kernel."""
+        if len(args) != len(self.parameters):
+            raise TypeError(f"{self.kernel} takes {len(self.parameters)} arguments "
+                            f"({', '.join(self.parameters)}); got {len(args)}")
+        names = list(names or [chr(ord("A") + i) if i < 26 else f"arg{i}" for i in range(len(args))])
+        guarded: list[_Guarded] = []
+        values: list[Any] = []
+        try:
+            for i, (ctype, arg) in enumerate(zip(self.parameters, args)):
+                if ctype.endswith("*") and arg is None:
+                    values.append(ctypes.c_void_p(0))  # a null pointer
+                elif ctype.endswith("*"):
+                    guarded.append(self._guard(i, ctype, arg, names[i]))
+                    values.append(ctypes.c_void_p(guarded[-1].address))
+                else:
+                    values.append(self._scalar(i, ctype, arg, names[i]))
+            argv = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+            timeout = default_timeout() if timeout_s is None else timeout_s
+            err = _ErrorInfo()
+            with _launch_lock:
+                config = _LaunchConfig((ctypes.c_int * 3)(*launch.grid), (ctypes.c_int * 3)(*launch.block),
+                                       launch.dynamic_shared_bytes, timeout, self._stack_pool())
+                code = self._lib.gc_launch(ctypes.byref(config), argv, ctypes.byref(err))
+            if code != _OK:
+                raise self._error(code, err, guarded)
+            for g in guarded:
+                offset = g.first_tail_write()
+                if offset is not None:
+                    raise KernelMemoryError(
+                        f"{self.kernel} wrote out of bounds: {g.describe(offset)}. An edge guard that lets "
+                        "threads past the edge of the matrix (`<=` for `<`, or a missing check)?")
+            for g in guarded:
+                if g.writable:
+                    g.copy_back()
+        finally:
+            for g in guarded:
+                g.free()
+
+    def _stack_pool(self) -> int:
+        """The process's fiber stacks (allocated once; every kernel's launches share them)."""
+        slot = self._lib.gc_stack_slot()
+        if slot not in _stacks:
+            pool = self._lib.gc_stack_pool()
+            if not pool:
+                raise MemoryError("could not reserve address space for 1024 fiber stacks")
+            _stacks[slot] = pool
+        return _stacks[slot]
+
+    def _guard(self, i: int, ctype: str, arg: Any, name: str) -> _Guarded:
+        element = ctype[:-1].removeprefix("const ").strip()
+        dtype = _SCALARS.get(element, (None, None))[1]
+        if not isinstance(arg, np.ndarray):
+            raise TypeError(f"argument {i} ({name}) of {self.kernel} is {ctype}: pass a numpy.ndarray "
+                            f"(got {type(arg).__name__})")
+        if dtype is not None and str(arg.dtype) != dtype:
+            raise TypeError(f"argument {i} ({name}) of {self.kernel} is {ctype} but the array is {arg.dtype}; "
+                            f"convert it with .astype(numpy.{dtype})")
+        if not arg.flags.c_contiguous:
+            raise ValueError(f"argument {i} ({name}) must be C-contiguous; use numpy.ascontiguousarray")
+        writable = not ctype.startswith("const ")
+        if writable and not arg.flags.writeable:
+            raise ValueError(f"argument {i} ({name}) is {ctype}, but the array is read-only")
+        return _Guarded(self._lib, arg, name, writable)
+
+    def _scalar(self, i: int, ctype: str, arg: Any, name: str) -> Any:
+        if ctype not in _SCALARS:
+            raise TypeError(f"parameter {i} of {self.kernel} has type {ctype!r}, which the CPU backend "
+                            "cannot pass; use float, double, an integer type or a pointer to one")
+        c_type, dtype = _SCALARS[ctype]
+        if isinstance(arg, np.ndarray) and arg.ndim == 0:
+            arg = arg[()]
+        if np.dtype(dtype).kind in "iub":
+            if not isinstance(arg, (int, np.integer, bool, np.bool_)):
+                raise TypeError(f"argument {i} ({name}) of {self.kernel} is {ctype}; got {arg!r}")
+            info = np.iinfo(dtype) if dtype != "bool" else None
+            if info is not None and not info.min <= int(arg) <= info.max:
+                raise OverflowError(f"argument {i} ({name}) = {arg} does not fit in {ctype}")
+            return c_type(int(arg))
+        return c_type(float(arg))
+
+    def _error(self, code: int, err: _ErrorInfo, guarded: list[_Guarded]) -> CpuBackendError:
+        message = err.message.decode(errors="replace")
+        if code in (_BARRIER_PARTIAL, _BARRIER_DIVERGENT):
+            return KernelBarrierError(f"{self.kernel}: {message}")
+        if code == _TIMEOUT:
+            return KernelTimeoutError(f"{self.kernel}: {message}")
+        if code == _STACK_OVERFLOW:
+            return KernelMemoryError(f"{self.kernel}: {message}")
+        if code == _FAULT:
+            who = (f"thread ({err.thread[0]},{err.thread[1]},{err.thread[2]}) of block "
+                   f"({err.block[0]},{err.block[1]},{err.block[2]})")
+            try:
+                signal_name = signal.Signals(err.signal).name
+            except ValueError:
+                signal_name = f"signal {err.signal}"
+            if err.signal == signal.SIGFPE:
+                return KernelCrashError(f"{self.kernel}: {who} divided an integer by zero ({signal_name})")
+            if err.signal == signal.SIGILL:
+                return KernelMemoryError(
+                    f"{self.kernel}: {who} stopped at a trap ({signal_name}): a misaligned access — e.g. a "
+                    "float4 load or store at an address that is not a multiple of 16 bytes, which faults on a "
+                    "GPU too (is the row length a multiple of 4?) — or a __trap()")
+            for g in guarded:
+                if g.contains(err.address):
+                    return KernelMemoryError(
+                        f"{self.kernel}: {who} accessed {g.describe(err.address - g.address)}, out of bounds "
+                        f"(caught by a guard page, {signal_name}). An index off by one at an edge, or a "
+                        "missing edge guard?")
+            if err.address == 0:
+                return KernelMemoryError(
+                    f"{self.kernel}: {who} crashed ({signal_name}, no address): a misaligned vector access "
+                    "(a float4 load or store needs a 16-byte-aligned address, as on a GPU) or a null pointer")
+            return KernelMemoryError(
+                f"{self.kernel}: {who} crashed ({signal_name}) at address {err.address:#x}, which is not "
+                "next to any argument array: a wild pointer, or an index far out of range")
+        return CpuBackendError(f"{self.kernel}: {message}")
+
+
+def launch_kernel(source: str, kernel: str, launch: Launch, args: Sequence[Any], *,
+                  source_name: str = "kernel.cu", names: Optional[Sequence[str]] = None,
+                  timeout_s: Optional[float] = None) -> None:
+    """Compile (cached) and run one kernel of a CUDA C source on the CPU with an explicit Launch.
+
+    The lower-level door, for kernels outside the registry: e.g.
+    launch_kernel(src, "tiled<16>", Launch((4, 4, 1), (16, 16, 1)), [A, B, C, M, N, K]).
+    """
+    compile_kernel(source, kernel, source_name).launch(launch, args, names=names, timeout_s=timeout_s)
+
+
+# --- levels --------------------------------------------------------------------------------------
+
+def require_simt(lv: Level) -> None:
+    """Raise UnsupportedLevelError for a level the CPU backend cannot run (Tensor Cores)."""
+    if lv.uses_tensor_cores:
+        raise UnsupportedLevelError(
+            f"level {lv.id} uses Tensor Cores (wmma/mma/wgmma), which the CPU backend does not emulate; "
+            "it runs the SIMT levels only. Run this level on a GPU (backend='cuda') or read its "
+            "recorded results.")
+
+
+def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
+              source: Optional[str] = None, *, extra_args: Sequence[Any] = (),
+              timeout_s: Optional[float] = None) -> None:
+    """C = A @ B with a level's kernel on the CPU; operands already validated (see launch.gemm).
+
+    params: what kernel_name() and geometry() take. The kernel gets (A, B, C, M, N, K, *extra_args)
+    (e.g. an epilogue level's bias vector, alpha and beta; None for a null pointer).
+    """
+    require_simt(lv)
+    (M, K), N = A.shape, B.shape[1]
+    text = source if source is not None else lv.path.read_text(encoding="utf-8")
+    kernel = compile_kernel(text, lv.kernel_name(params), lv.source)
+    names = ["A", "B", "C", "M", "N", "K"] + [f"argument {6 + i}" for i in range(len(extra_args))]
+    if lv.epilogue and len(extra_args) == 3:
+        names[6:] = ["bias", "alpha", "beta"]
+    kernel.launch(lv.geometry(M, N, K, params), [A, B, C, M, N, K, *extra_args], names=names,
+                  timeout_s=timeout_s)

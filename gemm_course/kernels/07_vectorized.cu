@@ -1,0 +1,83 @@
+// Level 7 — vectorized loads and stores: Level 5's kernel moving 16 bytes per instruction.
+//
+// A float4 load or store moves four floats with one instruction (LDG.E.128, LDS.128, STG.E.128),
+// so the same data needs a quarter of the memory instructions:
+//   global A: four consecutive k of one row        global B: four consecutive n of one row
+//   shared As[k][m..m+3]: a thread's TM values     shared Bs[k][n..n+3]: a thread's TN values
+//   C: four consecutive columns per store
+//
+// Precondition for this kernel (checked on the host before launch): K and N are multiples of 4 and
+// A, B, C start at 16-byte aligned addresses. Then every float4 lies entirely inside or entirely
+// outside its matrix, and every vector access is aligned. When a problem breaks it, the launcher
+// takes Level 5's scalar kernel instead (included below): correct for any shape, just slower.
+#include "05_register_blocking.cu"
+
+template <int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+gemm_vectorized(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                int M, int N, int K)
+{
+    static_assert(BK % 4 == 0 && BN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0, "vectors of 4 floats");
+    constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int A_STRIDE = BM + 4;  // padded like Level 5; rows stay 16-byte aligned
+    __shared__ __align__(16) float As[BK][A_STRIDE];
+    __shared__ __align__(16) float Bs[BK][BN];
+
+    const int tid = threadIdx.x;
+    const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+    float acc[TM][TN] = {};
+    for (int k0 = 0; k0 < K; k0 += BK) {
+#pragma unroll
+        for (int e = tid; e < BM * BK / 4; e += THREADS) {  // A: one float4 = 4 consecutive k
+            const int m = e / (BK / 4), k = (e % (BK / 4)) * 4;
+            const int gr = row0 + m, gk = k0 + k;
+            const float4 v = (gr < M && gk < K)
+                ? *reinterpret_cast<const float4*>(A + (size_t)gr * K + gk) : zero;
+            As[k + 0][m] = v.x;  // transposed: four scalar stores
+            As[k + 1][m] = v.y;
+            As[k + 2][m] = v.z;
+            As[k + 3][m] = v.w;
+        }
+#pragma unroll
+        for (int e = tid; e < BK * BN / 4; e += THREADS) {  // B: one float4 = 4 consecutive n
+            const int k = e / (BN / 4), n = (e % (BN / 4)) * 4;
+            const int gk = k0 + k, gc = col0 + n;
+            *reinterpret_cast<float4*>(&Bs[k][n]) = (gk < K && gc < N)
+                ? *reinterpret_cast<const float4*>(B + (size_t)gk * N + gc) : zero;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(&As[k][tr * TM + i]);
+                a[i] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TN; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(&Bs[k][tc * TN + j]);
+                b[j] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int r = row0 + tr * TM + i;
+#pragma unroll
+        for (int j = 0; j < TN; j += 4) {
+            const int c = col0 + tc * TN + j;
+            if (r < M && c < N)
+                *reinterpret_cast<float4*>(C + (size_t)r * N + c) =
+                    make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+        }
+    }
+}

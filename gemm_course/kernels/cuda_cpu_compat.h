@@ -1,0 +1,731 @@
+// cuda_cpu_compat.h — compile a level's CUDA C source as C++ and run its kernel on the CPU.
+//
+// gemm_course.cpu_backend builds one shared library per (source, kernel, flags) from
+//
+//     #include "cuda_cpu_compat.h"
+//     <the level's .cu file, unchanged>
+//     GC_CPU_ENTRY(gemm_naive_cols<32, 8>)      // the registry's kernel name expression
+//
+// and calls gc_launch() through ctypes. This header provides the CUDA C surface the SIMT levels
+// use (part 1), and a small runtime that executes a grid (part 2):
+//
+//   * Blocks run one after another, in CUDA's order (x fastest, then y, then z).
+//   * Inside a block, every CUDA thread is a fiber (its own stack; started with makecontext,
+//     switched with _setjmp/_longjmp, no system call per switch), and one OS thread switches
+//     between them. THE SCHEDULE, which the tests rely on: the block's threads run one at a
+//     time in order of linear thread index (x fastest), each until it reaches its next
+//     __syncthreads() or returns; when every thread waits at the barrier, the next round starts
+//     with thread 0 again. So between two barriers thread t sees every shared-memory
+//     write of threads < t and none of threads > t — a missing barrier reads stale data every
+//     time, not once in a while.
+//   * __shared__ variables are static storage (one copy, reused block after block), filled with
+//     0xFF bytes (NaN for floats) when each block starts, as is dynamic shared memory: a read of
+//     shared memory that no thread of the block wrote gives NaN.
+//   * Barrier misuse is reported, never waited on: some threads returned while others wait, or
+//     threads wait at different __syncthreads() calls. A thread that runs for timeout_s seconds
+//     without reaching a barrier or returning (an endless loop, a spin-wait on another thread) is
+//     stopped by a watchdog. A crash inside the kernel (out-of-bounds access into a guard page,
+//     misaligned float4 — with the backend's -fsanitize=alignment —, stack overflow, integer
+//     division by zero) is caught as well. Each of these ends the launch with an error code that
+//     Python turns into an exception.
+//
+// Not emulated: warp-level primitives (__shfl*_sync, __syncwarp, __ballot_sync, ...), inline
+// PTX (asm), Tensor Cores (wmma/mma), cooperative groups, libcu++ (cuda::pipeline). Using one
+// of the listed intrinsics stops the compile with a message saying so.
+#pragma once
+
+#undef _FORTIFY_SOURCE  // its longjmp check rejects jumps between fiber stacks (Ubuntu enables it)
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 600  // ucontext on macOS
+#endif
+
+#include <cmath>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define GEMM_COURSE_CPU 1  // kernels may test it to pick a PTX-free code path; __CUDA_ARCH__ is unset
+
+// =================================================================================================
+// Part 1 — the CUDA C surface
+// =================================================================================================
+
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __shared__ static  // see "shared memory" in part 2
+// __restrict__ is understood by g++ and clang++ as it is; `#pragma unroll` is ignored.
+
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// The built-in variables. Only one CUDA thread runs at any moment, so plain globals suffice: the
+// scheduler sets them before it switches to a thread.
+inline uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+constexpr int warpSize = 32;
+
+// Vector types with CUDA's sizes and alignments (a misaligned float4 access faults, as on a GPU).
+struct __align__(8) float2 { float x, y; };
+struct float3 { float x, y, z; };
+struct __align__(16) float4 { float x, y, z, w; };
+struct __align__(8) int2 { int x, y; };
+struct __align__(16) int4 { int x, y, z, w; };
+struct __align__(8) uint2 { unsigned int x, y; };
+struct __align__(16) uint4 { unsigned int x, y, z, w; };
+struct __align__(16) double2 { double x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return {x, y, z}; }
+inline double2 make_double2(double x, double y) { return {x, y}; }
+
+// min/max as CUDA's global overloads: any two arithmetic types, compared in their common type.
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+inline std::common_type_t<A, B> min(A a, B b) { using T = std::common_type_t<A, B>; return T(b) < T(a) ? T(b) : T(a); }
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+inline std::common_type_t<A, B> max(A a, B b) { using T = std::common_type_t<A, B>; return T(a) < T(b) ? T(b) : T(a); }
+
+// Loads and stores with cache hints are plain loads and stores.
+template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
+
+// Single-precision intrinsics (fmaf, sqrtf, fminf, ... come from <cmath>).
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float __expf(float a) { return std::exp(a); }
+inline float __logf(float a) { return std::log(a); }
+inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
+inline float __saturatef(float a) { return a < 0.0f ? 0.0f : (a > 1.0f ? 1.0f : a); }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+inline unsigned int __float_as_uint(float f) { unsigned int i; std::memcpy(&i, &f, 4); return i; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline float __uint_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
+
+// Atomics: only one CUDA thread runs at a time, so read-modify-write is atomic as it is.
+template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
+template <class T> inline T atomicSub(T* p, T v) { T old = *p; *p = old - v; return old; }
+template <class T> inline T atomicExch(T* p, T v) { T old = *p; *p = v; return old; }
+template <class T> inline T atomicMax(T* p, T v) { T old = *p; *p = old < v ? v : old; return old; }
+template <class T> inline T atomicMin(T* p, T v) { T old = *p; *p = v < old ? v : old; return old; }
+template <class T> inline T atomicCAS(T* p, T cmp, T v) { T old = *p; if (old == cmp) *p = v; return old; }
+
+inline void __threadfence() {}
+[[noreturn]] inline void __trap() { __builtin_trap(); }
+inline void __threadfence_block() {}
+
+// What the CPU backend cannot run stops the compile with a readable reason.
+#define GC_CPU_UNSUPPORTED(name, why)                                                              \
+    template <class... T> inline int name(T...) {                                                  \
+        static_assert(sizeof...(T) < 0, #name " is not supported by the CPU backend: " why);       \
+        return 0;                                                                                  \
+    }
+GC_CPU_UNSUPPORTED(__syncwarp, "threads run one at a time, not in warps")
+GC_CPU_UNSUPPORTED(__shfl_sync, "warp shuffles are not emulated")
+GC_CPU_UNSUPPORTED(__shfl_up_sync, "warp shuffles are not emulated")
+GC_CPU_UNSUPPORTED(__shfl_down_sync, "warp shuffles are not emulated")
+GC_CPU_UNSUPPORTED(__shfl_xor_sync, "warp shuffles are not emulated")
+GC_CPU_UNSUPPORTED(__ballot_sync, "warp votes are not emulated")
+GC_CPU_UNSUPPORTED(__any_sync, "warp votes are not emulated")
+GC_CPU_UNSUPPORTED(__all_sync, "warp votes are not emulated")
+GC_CPU_UNSUPPORTED(__activemask, "warp votes are not emulated")
+GC_CPU_UNSUPPORTED(__syncthreads_count, "only the plain __syncthreads() is emulated")
+GC_CPU_UNSUPPORTED(__syncthreads_and, "only the plain __syncthreads() is emulated")
+GC_CPU_UNSUPPORTED(__syncthreads_or, "only the plain __syncthreads() is emulated")
+#undef GC_CPU_UNSUPPORTED
+
+namespace gc_cpu {
+void syncthreads(int line);
+void pipeline_memcpy_async(void* dst, const void* src, size_t bytes, size_t zfill);
+void pipeline_commit();
+void pipeline_wait_prior(size_t n);
+void* dynamic_shared_memory();
+}  // namespace gc_cpu
+
+// The barrier: a real one among the block's threads (the macro records the line for errors).
+#define __syncthreads() ::gc_cpu::syncthreads(__LINE__)
+
+// <cuda_pipeline.h>: each thread's copies are queued and performed when that thread waits for
+// them (__pipeline_wait_prior) or returns, so data copied asynchronously is not there before the
+// wait — forgetting the wait reads stale shared memory, as it may on a GPU.
+inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
+                                    size_t size_and_align, size_t zfill = 0) {
+    gc_cpu::pipeline_memcpy_async(dst_shared, src_global, size_and_align, zfill);
+}
+inline void __pipeline_commit() { gc_cpu::pipeline_commit(); }
+inline void __pipeline_wait_prior(size_t n) { gc_cpu::pipeline_wait_prior(n); }
+
+// `extern __shared__ T name[];` is rewritten by cpu_backend.py into this (same line).
+#define GC_CPU_DYNAMIC_SHARED(T, name) T* const name = static_cast<T*>(::gc_cpu::dynamic_shared_memory())
+
+// =================================================================================================
+// Part 2 — the runtime: fibers, barrier, watchdog, fault capture, launch
+// =================================================================================================
+
+#define GC_CPU_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace gc_cpu {
+
+// Shared with cpu_backend.py through ctypes (keep the two layouts identical).
+struct LaunchConfig {
+    int grid[3];
+    int block[3];
+    long long dynamic_shared_bytes;
+    double timeout_s;  // <= 0: no watchdog
+    char* stacks;      // from gc_stack_pool(): one pool per process, used by one launch at a time
+};
+
+enum ErrorCode : int {
+    OK = 0,
+    BARRIER_PARTIAL = 1,    // some threads returned, the others wait at a barrier
+    BARRIER_DIVERGENT = 2,  // threads wait at different __syncthreads() calls
+    TIMEOUT = 3,            // a thread ran timeout_s without reaching a barrier or returning
+    FAULT = 4,              // a signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL) inside the kernel
+    STACK_OVERFLOW = 5,     // a thread overflowed its stack
+    BAD_CONFIG = 6,
+};
+
+struct ErrorInfo {
+    int code;
+    int signal;
+    unsigned long long address;  // faulting address for FAULT
+    int block[3];
+    int thread[3];
+    int line;
+    char message[1024];
+};
+
+constexpr int kMaxThreads = 1024;
+constexpr size_t kStackBytes = 256 * 1024;   // per CUDA thread (local arrays live here)
+constexpr int kMaxPendingCopies = 32;         // queued __pipeline_memcpy_async per thread
+
+enum FiberState : int { FRESH, RUNNING, AT_BARRIER, DONE };  // FRESH: not yet run in this block
+
+struct PendingCopy { void* dst; const void* src; size_t bytes, zfill; long long batch; };
+
+struct Fiber {
+    jmp_buf resume;      // where it continues: after its barrier, or at the top of its loop
+    bool started;        // its loop runs (so `resume` is valid)
+    int state;
+    int line;  // of the __syncthreads() it waits at
+    uint3 index;
+    int pending_count;
+    long long next_batch;  // batches committed so far
+    PendingCopy pending[kMaxPendingCopies];
+};
+
+// The state of the launch in progress (one at a time per library: gc_launch holds a mutex).
+struct Runtime {
+    Fiber fibers[kMaxThreads];
+    char* stacks = nullptr;  // kMaxThreads × (guard page + kStackBytes)
+    int threads = 0;
+    int current = -1;
+    jmp_buf scheduler;
+    ucontext_t starter;      // to start a fiber's loop on its stack
+    void (*body)(void*) = nullptr;
+    void* closure = nullptr;
+    char* dynamic_shared = nullptr;
+    size_t dynamic_shared_capacity = 0, dynamic_shared_bytes = 0;
+    volatile long long progress = 0;  // bumped at every switch; the watchdog watches it
+    // fault capture
+    sigjmp_buf escape;
+    volatile sig_atomic_t armed = 0;
+    volatile sig_atomic_t escape_code = OK;
+    volatile int fault_signal = 0;
+    volatile uintptr_t fault_address = 0;
+    pthread_t runner;
+};
+inline Runtime rt;
+inline pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+inline size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+inline size_t stack_slot() { return page_size() + kStackBytes; }
+
+// The fibers' stacks: reserved address space with a PROT_NONE guard page below each stack; only
+// the pages a thread touches get memory. Every guard page is a separate mapping and a process may
+// hold only so many (vm.max_map_count), so Python allocates one pool per process, with
+// gc_stack_pool() of the first kernel it loads, and passes it to every launch.
+
+// ---- shared memory ------------------------------------------------------------------------------
+// `__shared__` is `static`: one copy per kernel instantiation, shared by all fibers. On Linux the
+// backend links with a script that gathers function-local statics (.bss._ZZ*) into the section
+// gc_shared and defines these two symbols, so each block starts with NaN-filled shared memory.
+#ifdef GC_CPU_POISON_SHARED
+extern "C" char gc_shared_begin[] __attribute__((visibility("hidden")));
+extern "C" char gc_shared_end[] __attribute__((visibility("hidden")));
+#endif
+
+inline void poison_shared_memory() {
+#ifdef GC_CPU_POISON_SHARED
+    std::memset(gc_shared_begin, 0xFF, (size_t)(gc_shared_end - gc_shared_begin));
+#endif
+    if (rt.dynamic_shared_bytes) std::memset(rt.dynamic_shared, 0xFF, rt.dynamic_shared_bytes);
+}
+
+inline void* dynamic_shared_memory() { return rt.dynamic_shared; }
+
+// ---- fibers and the barrier ---------------------------------------------------------------------
+
+inline Fiber& self() { return rt.fibers[rt.current]; }
+
+inline void perform(const PendingCopy& c) {
+    std::memcpy(c.dst, c.src, c.bytes - c.zfill);
+    std::memset(static_cast<char*>(c.dst) + (c.bytes - c.zfill), 0, c.zfill);
+}
+
+// Perform, in issue order, the queued copies of batches < `before` (all of them for LLONG_MAX).
+inline void complete_copies(long long before) {
+    Fiber& f = self();
+    int kept = 0;
+    for (int i = 0; i < f.pending_count; ++i) {
+        if (f.pending[i].batch >= 0 && f.pending[i].batch < before) perform(f.pending[i]);
+        else f.pending[kept++] = f.pending[i];
+    }
+    f.pending_count = kept;
+}
+
+inline void pipeline_memcpy_async(void* dst, const void* src, size_t bytes, size_t zfill) {
+    Fiber& f = self();
+    if (zfill > bytes) zfill = bytes;
+    if (f.pending_count == kMaxPendingCopies) {  // queue full: the oldest copy lands now
+        perform(f.pending[0]);
+        std::memmove(f.pending, f.pending + 1, sizeof(PendingCopy) * (kMaxPendingCopies - 1));
+        --f.pending_count;
+    }
+    f.pending[f.pending_count++] = PendingCopy{dst, src, bytes, zfill, -1};  // -1: not committed
+}
+
+inline void pipeline_commit() {
+    Fiber& f = self();
+    for (int i = 0; i < f.pending_count; ++i)
+        if (f.pending[i].batch < 0) f.pending[i].batch = f.next_batch;
+    ++f.next_batch;
+}
+
+inline void pipeline_wait_prior(size_t n) { complete_copies(self().next_batch - (long long)n); }
+
+// Switching: the side that stops saves its place with _setjmp and jumps to the other's place.
+// Unlike swapcontext, _setjmp/_longjmp make no system call (they leave the signal mask alone).
+inline void yield_to_scheduler(Fiber& f) {
+    if (_setjmp(f.resume) == 0) _longjmp(rt.scheduler, 1);
+}
+
+inline void syncthreads(int line) {
+    Fiber& f = self();
+    f.state = AT_BARRIER;
+    f.line = line;
+    yield_to_scheduler(f);  // resumes here when every thread of the block has arrived
+}
+
+// A fiber runs a loop: one CUDA thread per block, then it parks until the next block.
+inline void fiber_main() {
+    for (;;) {
+        rt.body(rt.closure);
+        complete_copies(LLONG_MAX);
+        Fiber& f = self();
+        f.state = DONE;
+        yield_to_scheduler(f);
+    }
+}
+
+// Run thread t until its next barrier or its end. Not inlined: the _setjmp must have its own frame.
+__attribute__((noinline)) inline void switch_to(int t) {
+    Fiber& f = rt.fibers[t];
+    if (_setjmp(rt.scheduler) != 0) return;  // the fiber yielded
+    if (!f.started) {
+        f.started = true;
+        getcontext(&rt.starter);
+        rt.starter.uc_stack.ss_sp = rt.stacks + (size_t)t * stack_slot() + page_size();
+        rt.starter.uc_stack.ss_size = kStackBytes;
+        rt.starter.uc_link = nullptr;  // fiber_main never returns
+        makecontext(&rt.starter, fiber_main, 0);
+        setcontext(&rt.starter);
+    }
+    _longjmp(f.resume, 1);
+}
+
+inline bool reserve(size_t dynamic_shared_bytes) {
+    for (int t = 0; t < kMaxThreads; ++t) rt.fibers[t].started = false;  // another kernel used the stacks
+    if (dynamic_shared_bytes > rt.dynamic_shared_capacity) {
+        std::free(rt.dynamic_shared);
+        rt.dynamic_shared = static_cast<char*>(std::aligned_alloc(128, (dynamic_shared_bytes + 127) / 128 * 128));
+        rt.dynamic_shared_capacity = rt.dynamic_shared ? dynamic_shared_bytes : 0;
+        if (!rt.dynamic_shared) return false;
+    }
+    rt.dynamic_shared_bytes = dynamic_shared_bytes;
+    return true;
+}
+
+inline void set_where(ErrorInfo* err, int t) {
+    err->block[0] = (int)blockIdx.x; err->block[1] = (int)blockIdx.y; err->block[2] = (int)blockIdx.z;
+    const uint3 i = t >= 0 ? rt.fibers[t].index : uint3{0, 0, 0};
+    err->thread[0] = (int)i.x; err->thread[1] = (int)i.y; err->thread[2] = (int)i.z;
+}
+
+// Run one block to completion. Returns OK or a barrier error (filled into err).
+inline int run_block(ErrorInfo* err) {
+    const int T = rt.threads;
+    poison_shared_memory();
+    for (int t = 0; t < T; ++t) rt.fibers[t].state = FRESH;
+    for (;;) {
+        // One round: every live thread runs until its next barrier or its end, in index order.
+        for (int t = 0; t < T; ++t) {
+            Fiber& f = rt.fibers[t];
+            if (f.state == DONE) continue;
+            if (f.state == FRESH) {
+                f.pending_count = 0;
+                f.next_batch = 0;
+            }
+            f.state = RUNNING;
+            threadIdx = f.index;
+            rt.current = t;
+            switch_to(t);
+            __atomic_add_fetch(&rt.progress, 1, __ATOMIC_RELAXED);
+        }
+        rt.current = -1;
+        int waiting = 0, first_done = -1, first_waiting = -1, other_line = -1, other_thread = -1;
+        for (int t = 0; t < T; ++t) {
+            const Fiber& f = rt.fibers[t];
+            if (f.state == DONE) {
+                if (first_done < 0) first_done = t;
+            } else {
+                ++waiting;
+                if (first_waiting < 0) first_waiting = t;
+                else if (f.line != rt.fibers[first_waiting].line && other_thread < 0) { other_thread = t; other_line = f.line; }
+            }
+        }
+        if (waiting == 0) return OK;
+        const Fiber& w = rt.fibers[first_waiting];
+        const uint3 b = blockIdx;
+        if (first_done >= 0) {
+            const uint3 d = rt.fibers[first_done].index;
+            set_where(err, first_waiting);
+            err->line = w.line;
+            std::snprintf(err->message, sizeof err->message,
+                          "__syncthreads() reached by %d of %d threads of block (%u,%u,%u): a barrier inside a "
+                          "branch that not all threads take? The barrier is at line %d; %d thread(s) had already "
+                          "returned from the kernel, the first of them thread (%u,%u,%u). On a GPU this hangs "
+                          "or silently skips the synchronisation. Move the barrier out of the branch (e.g. no "
+                          "early `return` for out-of-range threads in a kernel with __syncthreads()).",
+                          waiting, T, b.x, b.y, b.z, w.line, T - waiting, d.x, d.y, d.z);
+            return BARRIER_PARTIAL;
+        }
+        if (other_thread >= 0) {
+            const uint3 a = w.index, o = rt.fibers[other_thread].index;
+            set_where(err, other_thread);
+            err->line = other_line;
+            std::snprintf(err->message, sizeof err->message,
+                          "threads of block (%u,%u,%u) wait at different __syncthreads(): thread (%u,%u,%u) at "
+                          "line %d, thread (%u,%u,%u) at line %d. All threads of a block must reach the same "
+                          "barrier; a __syncthreads() inside a branch or loop that threads take differently?",
+                          b.x, b.y, b.z, a.x, a.y, a.z, w.line, o.x, o.y, o.z, other_line);
+            return BARRIER_DIVERGENT;
+        }
+        for (int t = 0; t < T; ++t) rt.fibers[t].state = RUNNING;  // all arrived: release them
+    }
+}
+
+// ---- watchdog and fault capture -----------------------------------------------------------------
+
+#ifdef SIGRTMAX
+inline int watchdog_signal() { return SIGRTMAX - 1; }
+#else
+inline int watchdog_signal() { return SIGUSR2; }
+#endif
+
+struct Watchdog {
+    pthread_t thread;
+    pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+    bool stop = false;
+    double timeout_s = 0;
+};
+
+inline double now_s() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+inline void* watchdog_main(void* arg) {
+    Watchdog* w = static_cast<Watchdog*>(arg);
+    pthread_mutex_lock(&w->mutex);
+    long long last = __atomic_load_n(&rt.progress, __ATOMIC_RELAXED);
+    double last_change = now_s();
+    while (!w->stop) {
+        timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 20 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec += 1; until.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&w->wake, &w->mutex, &until);
+        const long long p = __atomic_load_n(&rt.progress, __ATOMIC_RELAXED);
+        if (p != last) {
+            last = p;
+            last_change = now_s();
+        } else if (!w->stop && now_s() - last_change > w->timeout_s) {
+            rt.escape_code = TIMEOUT;
+            pthread_kill(rt.runner, watchdog_signal());
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w->mutex);
+    return nullptr;
+}
+
+constexpr int kCaught[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+inline struct sigaction previous_actions[4], previous_watchdog_action;
+
+inline void on_signal(int sig, siginfo_t* info, void*) {
+    if (!rt.armed || !pthread_equal(pthread_self(), rt.runner)) {
+        if (sig == watchdog_signal()) return;  // late watchdog signal: nothing to stop any more
+        for (int i = 0; i < 4; ++i)  // not ours: hand it to whoever handled it before us
+            if (kCaught[i] == sig) sigaction(sig, &previous_actions[i], nullptr);
+        return;
+    }
+    rt.armed = 0;
+    if (sig != watchdog_signal()) {
+        rt.escape_code = FAULT;
+        rt.fault_signal = sig;
+        rt.fault_address = (uintptr_t)info->si_addr;
+    }
+    siglongjmp(rt.escape, 1);  // abandon the block's fibers; gc_launch reports
+}
+
+// The handler must not run on an overflowed fiber stack. (No function-local statics anywhere in
+// this header: the linker script would gather them with the __shared__ variables.)
+alignas(64) inline char alternate_stack[1 << 16];
+
+inline void install_handlers(stack_t* previous_stack) {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; ++i) sigaction(kCaught[i], &sa, &previous_actions[i]);
+    sigaction(watchdog_signal(), &sa, &previous_watchdog_action);
+    stack_t ss;
+    ss.ss_sp = alternate_stack;
+    ss.ss_size = sizeof alternate_stack;
+    ss.ss_flags = 0;
+    sigaltstack(&ss, previous_stack);
+}
+
+inline void restore_handlers(const stack_t* previous_stack) {
+    for (int i = 0; i < 4; ++i) sigaction(kCaught[i], &previous_actions[i], nullptr);
+    sigaction(watchdog_signal(), &previous_watchdog_action, nullptr);
+    sigaltstack(previous_stack, nullptr);
+}
+
+// ---- the launch ---------------------------------------------------------------------------------
+
+inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err) {
+    std::memset(err, 0, sizeof *err);
+    for (int i = 0; i < 3; ++i)
+        if (cfg->grid[i] < 1 || cfg->block[i] < 1) {
+            std::snprintf(err->message, sizeof err->message, "grid and block sizes must be >= 1");
+            return err->code = BAD_CONFIG;
+        }
+    const long long threads = (long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
+    if (threads > kMaxThreads) {
+        std::snprintf(err->message, sizeof err->message, "%lld threads per block exceeds CUDA's limit of 1024", threads);
+        return err->code = BAD_CONFIG;
+    }
+    pthread_mutex_lock(&launch_mutex);
+    if (!cfg->stacks || !reserve((size_t)cfg->dynamic_shared_bytes)) {
+        pthread_mutex_unlock(&launch_mutex);
+        std::snprintf(err->message, sizeof err->message, "no stack pool, or out of memory for %lld bytes of "
+                      "dynamic shared memory", cfg->dynamic_shared_bytes);
+        return err->code = BAD_CONFIG;
+    }
+    rt.stacks = cfg->stacks;
+    rt.threads = (int)threads;
+    rt.body = body;
+    rt.closure = closure;
+    rt.runner = pthread_self();
+    rt.escape_code = OK;
+    blockDim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
+    gridDim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
+    for (int t = 0; t < rt.threads; ++t)
+        rt.fibers[t].index = uint3{(unsigned)(t % cfg->block[0]), (unsigned)(t / cfg->block[0] % cfg->block[1]),
+                                   (unsigned)(t / (cfg->block[0] * cfg->block[1]))};
+
+    stack_t previous_stack;
+    install_handlers(&previous_stack);
+    Watchdog watchdog;
+    watchdog.timeout_s = cfg->timeout_s;
+    const bool watched = cfg->timeout_s > 0 && pthread_create(&watchdog.thread, nullptr, watchdog_main, &watchdog) == 0;
+
+    int code = OK;
+    if (sigsetjmp(rt.escape, 1) == 0) {
+        rt.armed = 1;
+        for (unsigned z = 0; z < gridDim.z && code == OK; ++z)
+            for (unsigned y = 0; y < gridDim.y && code == OK; ++y)
+                for (unsigned x = 0; x < gridDim.x && code == OK; ++x) {
+                    blockIdx = uint3{x, y, z};
+                    code = run_block(err);
+                    if (code != OK) break;
+                }
+        rt.armed = 0;
+    } else {  // came back from on_signal: a fault or the watchdog
+        code = rt.escape_code;
+        const int t = rt.current;
+        set_where(err, t);
+        const uintptr_t a = rt.fault_address;
+        const uintptr_t stacks = (uintptr_t)rt.stacks;
+        if (code == FAULT && a >= stacks && a < stacks + (uintptr_t)kMaxThreads * stack_slot() &&
+            (a - stacks) % stack_slot() < page_size())
+            code = STACK_OVERFLOW;
+        err->signal = rt.fault_signal;
+        err->address = a;
+        const uint3 b = blockIdx, i = t >= 0 ? rt.fibers[t].index : uint3{0, 0, 0};
+        if (code == TIMEOUT)
+            std::snprintf(err->message, sizeof err->message,
+                          "thread (%u,%u,%u) of block (%u,%u,%u) ran for %.3g s without reaching a "
+                          "__syncthreads() or returning: an endless loop, or a wait for another thread's write "
+                          "(the CPU backend runs a block's threads one at a time, each until its next barrier, "
+                          "so a spin-wait on another thread never ends)",
+                          i.x, i.y, i.z, b.x, b.y, b.z, cfg->timeout_s);
+        else if (code == STACK_OVERFLOW)
+            std::snprintf(err->message, sizeof err->message,
+                          "thread (%u,%u,%u) of block (%u,%u,%u) overflowed its %zu KiB stack: very large local "
+                          "arrays, or deep recursion",
+                          i.x, i.y, i.z, b.x, b.y, b.z, kStackBytes / 1024);
+        else
+            std::snprintf(err->message, sizeof err->message, "thread (%u,%u,%u) of block (%u,%u,%u) got signal %d at "
+                          "address 0x%llx", i.x, i.y, i.z, b.x, b.y, b.z, (int)rt.fault_signal,
+                          (unsigned long long)a);
+    }
+    rt.current = -1;
+    if (watched) {
+        pthread_mutex_lock(&watchdog.mutex);
+        watchdog.stop = true;
+        pthread_cond_signal(&watchdog.wake);
+        pthread_mutex_unlock(&watchdog.mutex);
+        pthread_join(watchdog.thread, nullptr);
+    }
+    restore_handlers(&previous_stack);
+    pthread_mutex_unlock(&launch_mutex);
+    return err->code = code;
+}
+
+// ---- calling a kernel with arguments from Python ------------------------------------------------
+// Python passes void* args[i] pointing at a value of the i-th parameter's type; the parameter
+// types come from the kernel's own signature, so extra scalars or pointers need no changes here.
+
+template <class F> struct Kernel;
+template <class... P> struct Kernel<void (*)(P...)> {
+    void (*fn)(P...);
+    void** args;
+    template <size_t... I> void call(std::index_sequence<I...>) {
+        fn(*static_cast<std::remove_cv_t<std::remove_reference_t<P>>*>(args[I])...);
+    }
+    static void run(void* self) { static_cast<Kernel*>(self)->call(std::index_sequence_for<P...>{}); }
+};
+
+template <class T> inline const char* scalar_name() {
+    using U = std::remove_cv_t<T>;
+    if constexpr (std::is_same_v<U, float>) return "float";
+    else if constexpr (std::is_same_v<U, double>) return "double";
+    else if constexpr (std::is_same_v<U, int>) return "int";
+    else if constexpr (std::is_same_v<U, unsigned int>) return "unsigned int";
+    else if constexpr (std::is_same_v<U, long long> || (std::is_same_v<U, long> && sizeof(long) == 8)) return "long long";
+    else if constexpr (std::is_same_v<U, unsigned long long> || (std::is_same_v<U, unsigned long> && sizeof(long) == 8)) return "unsigned long long";
+    else if constexpr (std::is_same_v<U, short>) return "short";
+    else if constexpr (std::is_same_v<U, signed char> || std::is_same_v<U, char>) return "char";
+    else if constexpr (std::is_same_v<U, unsigned char>) return "unsigned char";
+    else if constexpr (std::is_same_v<U, bool>) return "bool";
+    else if constexpr (std::is_same_v<U, void>) return "void";
+    else return "?";
+}
+
+template <class P> inline void append_type(char* out, size_t size) {
+    const size_t used = std::strlen(out);
+    if constexpr (std::is_pointer_v<P>) {
+        using E = std::remove_pointer_t<P>;
+        std::snprintf(out + used, size - used, "%s%s%s*", used ? "," : "", std::is_const_v<E> ? "const " : "",
+                      scalar_name<E>());
+    } else {
+        std::snprintf(out + used, size - used, "%s%s", used ? "," : "", scalar_name<P>());
+    }
+}
+
+inline char signature_text[512];
+
+template <class... P> inline const char* signature(void (*)(P...)) {
+    signature_text[0] = 0;
+    (append_type<std::remove_cv_t<std::remove_reference_t<P>>>(signature_text, sizeof signature_text), ...);
+    return signature_text;
+}
+
+}  // namespace gc_cpu
+
+
+// Guarded buffers for the kernel's arrays: PROT_NONE pages right before the data and after the
+// page holding its end, so an index out of range faults at once (or lands in the tail padding,
+// which Python fills and checks).
+GC_CPU_EXPORT void* gc_guarded_alloc(size_t bytes) {
+    const size_t page = gc_cpu::page_size(), data = (bytes + page - 1) / page * page;
+    char* base = static_cast<char*>(mmap(nullptr, data + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base == MAP_FAILED) return nullptr;
+    mprotect(base, page, PROT_NONE);
+    mprotect(base + page + data, page, PROT_NONE);
+    return base + page;
+}
+
+GC_CPU_EXPORT void gc_guarded_free(void* p, size_t bytes) {
+    const size_t page = gc_cpu::page_size(), data = (bytes + page - 1) / page * page;
+    munmap(static_cast<char*>(p) - page, data + 2 * page);
+}
+
+GC_CPU_EXPORT size_t gc_page_size() { return gc_cpu::page_size(); }
+
+GC_CPU_EXPORT size_t gc_stack_slot() { return gc_cpu::stack_slot(); }  // pools are per layout
+
+GC_CPU_EXPORT void* gc_stack_pool() {
+    using namespace gc_cpu;
+    char* stacks = static_cast<char*>(mmap(nullptr, (size_t)kMaxThreads * stack_slot(), PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (stacks == MAP_FAILED) return nullptr;
+    for (int t = 0; t < kMaxThreads; ++t) mprotect(stacks + (size_t)t * stack_slot(), page_size(), PROT_NONE);
+    return stacks;
+}
+
+// The entry points of one kernel instantiation: gc_signature() and gc_launch().
+#define GC_CPU_ENTRY(...)                                                                          \
+    GC_CPU_EXPORT const char* gc_signature() { return ::gc_cpu::signature(&__VA_ARGS__); }         \
+    GC_CPU_EXPORT int gc_launch(const ::gc_cpu::LaunchConfig* cfg, void** args, ::gc_cpu::ErrorInfo* err) { \
+        ::gc_cpu::Kernel<decltype(&__VA_ARGS__)> kernel{&__VA_ARGS__, args};                       \
+        return ::gc_cpu::run_grid(cfg, &decltype(kernel)::run, &kernel, err);                      \
+    }
