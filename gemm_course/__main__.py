@@ -1,4 +1,4 @@
-"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,levels} ...
+"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,multigpu,levels} ...
 
   bench    time chosen levels against cuBLAS over sizes, write a result file
   record   the course's recorded set for chosen levels (what ships in gemm_course/results/)
@@ -6,6 +6,7 @@
   summary  the recorded ladder from the shipped result files (no GPU needed)
   report   a level's compile report for an architecture (no GPU needed)
   sass     a kernel's instruction mix or full disassembly (needs cuobjdump or nvdisasm)
+  multigpu Level 12: row split and SUMMA over several GPUs with NCCL, against one GPU
   levels   the registry
 """
 from __future__ import annotations
@@ -151,6 +152,13 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(compile_report(level, arch=args.arch, **params))
 
 
+def cmd_multigpu(args: argparse.Namespace) -> None:
+    from .multigpu import bench_multigpu
+
+    bench_multigpu([int(s) for s in args.sizes.split(",")],
+                   [int(g) for g in args.gpus.split(",")] if args.gpus else None, args.local, args.out)
+
+
 def cmd_levels(args: argparse.Namespace) -> None:
     for lv in levels():
         params = ", ".join(f"{p.name}={p.default}" for p in lv.params)
@@ -194,6 +202,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--full", action="store_true", help="print the whole SASS listing")
     p.set_defaults(func=cmd_sass)
+
+    p = sub.add_parser("multigpu", help="Level 12: one GEMM over several GPUs with NCCL")
+    p.add_argument("--sizes", default="8192,16384")
+    p.add_argument("--gpus", default=None, help="GPU counts, e.g. 1,2 (default: 1, 2, 4, 8 up to what is visible)")
+    p.add_argument("--local", default="cublas", help="local GEMM: cublas or a level id, e.g. 08_warp_tiling")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_multigpu)
 
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)

@@ -75,3 +75,44 @@ def recorded_best(level: str | int | Level, size: Optional[int] = None) -> dict[
     if not rows:
         raise KeyError(f"no recorded sweep of {lv.id} at {n}³")
     return max(rows, key=lambda r: r["tflops"])
+
+
+def _cell(level: str, n: int, params: dict[str, Any]) -> str:
+    try:
+        r = results.find(level, n, **params)
+    except KeyError:
+        return "—"
+    return f"{r['tflops']:.2f} ({r['ratio_to_cublas']:.1%})"
+
+
+def size_rows(entries: Iterable[tuple[str, dict[str, Any]]],
+              sizes: Iterable[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[dict[str, str]]:
+    """Recorded TFLOPS (and % of cuBLAS in the same run) of chosen (level, params) over sizes."""
+    sizes = tuple(sizes)
+    rows = []
+    for level, params in entries:
+        lv = get_level(level)
+        p = lv.resolve(**params)
+        row = {"level · 级别": lv.id, "setting · 设置": ", ".join(f"{k}={v}" for k, v in params.items()) or "default"}
+        row.update({f"{n}³": _cell(lv.id, n, p) for n in sizes})
+        rows.append(row)
+    return rows
+
+
+def ladder_rows(sizes: Iterable[int] = (1024, 4096, 8192)) -> list[dict[str, str]]:
+    """The recorded ladder: each level's default setting, TFLOPS (% of cuBLAS) per size, seed claim."""
+    from .levels import levels
+
+    rows = size_rows([(lv.id, {}) for lv in levels()], sizes)
+    for row, lv in zip(rows, levels()):
+        row["setting · 设置"] = ", ".join(f"{k}={v}" for k, v in lv.defaults.items())
+        claim = results.SEED_CLAIMS.get(lv.id)
+        row["seed claim, 1024³ · 种子教程声称"] = f"{claim:.0%}" if claim is not None else "—"
+    return rows
+
+
+def show_rows(rows: list[dict[str, str]]) -> Any:
+    """Display rows of `size_rows` or `ladder_rows` as a table (TFLOPS, % of cuBLAS in brackets)."""
+    from .diagrams import table
+
+    return table(list(rows[0]), [list(r.values()) for r in rows])

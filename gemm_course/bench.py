@@ -61,26 +61,60 @@ def _l2_flush_buffer():
 
 
 def time_gpu(fn: Callable[[], Any], *, min_reps: int = 5, max_reps: int = 50, budget_s: float = 2.0,
-             flush_l2: bool = True) -> Timing:
-    """Time fn() on the GPU with CUDA events: median of repetitions, L2 flushed before each."""
+             flush_l2: bool = True, devices: Optional[Sequence[int]] = None) -> Timing:
+    """Time fn() on the GPU with CUDA events: median of repetitions, L2 flushed before each.
+
+    devices: for work spread over several GPUs, the host clock between synchronisations of all of
+    them replaces the events (an event times one device's stream only).
+    """
     import cupy
 
     device.require_gpu("timing a kernel")
-    flush = _l2_flush_buffer() if flush_l2 else None
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def sync_all() -> None:
+        for d in devices or ():
+            cupy.cuda.Device(d).synchronize()
+
+    def flush(rep: int) -> None:
+        if not flush_l2:
+            return
+        for d in devices or [None]:
+            if d is None:
+                _l2_flush_buffer().fill(rep)
+            else:
+                with cupy.cuda.Device(d):
+                    _l2_flush_buffer_on(d).fill(rep)
+
     fn()  # untimed: compile, load, create handles
     cupy.cuda.get_current_stream().synchronize()
+    sync_all()
     samples: list[float] = []
     began = time.perf_counter()
     while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() - began < budget_s):
-        if flush is not None:
-            flush.fill(len(samples))
+        flush(len(samples))
+        if devices:
+            sync_all()
+            t0 = time.perf_counter()
+            fn()
+            sync_all()
+            samples.append((time.perf_counter() - t0) * 1e3)
+            continue
         start.record()
         fn()
         stop.record()
         stop.synchronize()
         samples.append(cupy.cuda.get_elapsed_time(start, stop))
     return Timing.from_samples(samples)
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_flush_buffer_on(dev: int):
+    import cupy
+
+    with cupy.cuda.Device(dev):
+        l2 = cupy.cuda.runtime.getDeviceProperties(dev)["l2CacheSize"]
+        return cupy.empty(max(4 * l2, 64 << 20) // 4, dtype=cupy.int32)
 
 
 def _nvidia_smi(query: str) -> Optional[str]:

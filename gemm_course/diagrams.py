@@ -283,3 +283,73 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(cell("td", v) for v in r) + "</tr>" for r in rows)
     return HTML(f"<table class='gemm-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+# --- Level 8: block tile → warp tile → thread tile -----------------------------------------------
+
+def warp_tile_owner(row: int, col: int, BN: int = 128, WM: int = 64, WN: int = 32) -> tuple[int, int]:
+    """(warp, lane) of Level 8's kernel that computes element (row, col) of a BM×BN block tile.
+
+    Warps tile the block row by row (BN/WN warps per row of warp tiles); inside a WM×WN warp tile the
+    lanes form an 8 (m) × 4 (n) grid, lane = 4·lm + ln, and each lane owns 4×4 sub-tiles repeated
+    every 32 rows and every 16 columns (as in ``08_warp_tiling.cu``).
+    """
+    warp = (row // WM) * (BN // WN) + col // WN
+    r, c = row % WM, col % WN
+    lm, ln = (r % 32) // 4, (c % 16) // 4
+    return warp, 4 * lm + ln
+
+
+def warp_tiling_figure(BM: int = 128, BN: int = 128, WM: int = 64, WN: int = 32, lane: int = 5) -> go.Figure:
+    """Level 8's tile hierarchy in two panels.
+
+    Left, trace "warps": the BM×BN block tile, each element coloured by the warp that computes it
+    (z = warp index). Right, trace "lanes": warp 0's WM×WN tile, z = the lane that computes each
+    element; the chosen lane's (4·WM/32)×(4·WN/16) elements, 4×4 sub-tiles spread every 32 rows and
+    16 columns, are outlined and form the trace "lane" (x = columns, y = rows).
+    """
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
+
+    pastel = qualitative.Pastel
+
+    if WM % 32 or WN % 16 or BM % WM or BN % WN:
+        raise ValueError(f"need WM a multiple of 32, WN of 16, BM of WM and BN of WN; got "
+                         f"BM={BM}, BN={BN}, WM={WM}, WN={WN}")
+    if not 0 <= lane < WARP_SIZE:
+        raise ValueError(f"lane must be in 0..31, not {lane}")
+    warps = (BM // WM) * (BN // WN)
+    TM, TN = 4 * WM // 32, 4 * WN // 16
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12, subplot_titles=(
+        f"block tile {BM}×{BN}: {warps} warps of {WM}×{WN} · 线程块分块：{warps} 个线程束",
+        f"warp 0's tile: 32 lanes, {TM}×{TN} each · 线程束分块：32 个线程，每个 {TM}×{TN}"))
+    wz = [[warp_tile_owner(r, c, BN, WM, WN)[0] for c in range(BN)] for r in range(BM)]
+    fig.add_trace(go.Heatmap(
+        name="warps", z=wz, zmin=0, zmax=max(warps, 2) - 1,
+        colorscale=_discrete_scale([pastel[w % len(pastel)] for w in range(max(warps, 2))]),
+        showscale=False, hovertemplate="C[%{y},%{x}] of the block tile: warp %{z}<extra></extra>"), 1, 1)
+    for w in range(warps):
+        r0, c0 = (w // (BN // WN)) * WM, (w % (BN // WN)) * WN
+        fig.add_annotation(text=f"warp {w}", x=c0 + WN / 2 - 0.5, y=r0 + WM / 2 - 0.5, showarrow=False,
+                           font=dict(size=11, color="#333"), row=1, col=1)
+    lz = [[warp_tile_owner(r, c, BN, WM, WN)[1] for c in range(WN)] for r in range(WM)]
+    fig.add_trace(go.Heatmap(
+        name="lanes", z=lz, zmin=0, zmax=31, colorscale="Viridis", showscale=False, xgap=1, ygap=1,
+        hovertemplate="C[%{y},%{x}] of warp 0's tile: lane %{z}<extra></extra>"), 1, 2)
+    mine = [(r, c) for r in range(WM) for c in range(WN) if lz[r][c] == lane]
+    lm, ln = lane // 4, lane % 4
+    for wi in range(WM // 32):
+        for wj in range(WN // 16):
+            y0, x0 = wi * 32 + lm * 4, wj * 16 + ln * 4
+            fig.add_shape(type="rect", x0=x0 - 0.5, x1=x0 + 3.5, y0=y0 - 0.5, y1=y0 + 3.5,
+                          line=dict(color=_HIT, width=2), row=1, col=2)
+    fig.add_trace(go.Scatter(name="lane", x=[c for _, c in mine], y=[r for r, _ in mine], mode="markers",
+                             marker=dict(color=_HIT, size=4),
+                             hovertemplate=f"lane {lane}: C[%{{y}},%{{x}}]<extra></extra>"), 1, 2)
+    fig.update_xaxes(title="column n · 列", showgrid=False, zeroline=False)
+    fig.update_yaxes(title="row m · 行", autorange="reversed", showgrid=False, zeroline=False)
+    fig.update_yaxes(scaleanchor="x", row=1, col=1)
+    fig.update_yaxes(scaleanchor="x2", row=1, col=2)
+    fig = _base_layout(fig, f"Level 8: block → warp → thread tiles; red: lane {lane} · "
+                            f"第 8 级：线程块 → 线程束 → 线程分块；红框：{lane} 号线程", 520)
+    return fig

@@ -266,6 +266,150 @@ def instruction_mix(level: str | int | Level, arch: str = "sm_90", **params: Any
         if not rec:
             print("No disassembler here and no recorded instruction mix for this setting.")
             return {}
-        summary, where = rec[0]["summary"], f"recorded for {rec[0]['arch']}"
+        summary, where = memory_summary(rec[0]["mix"]), f"recorded for {rec[0]['arch']}"
     print(f"{lv.kernel_name(p)} ({where}): " + ", ".join(f"{k} × {v}" for k, v in summary.items()))
     return summary
+
+
+def fusion() -> list[dict]:
+    """Fused epilogue against GEMM + separate bias and activation kernels: live, else recorded."""
+    import plotly.graph_objects as go
+
+    from .plots import CUBLAS_COLOR, PALETTE, _layout
+
+    if device.gpu_available():
+        from .bench import bench_fusion
+
+        rows, where = bench_fusion(), f"measured live on {device.gpu_name()}"
+    else:
+        files = [results.load(f) for f in results.recorded_files()]
+        data = next((d for d in files if d.get("fusion")), None)
+        if data is None:
+            print("No recorded fusion measurement.")
+            return []
+        rows = data["fusion"]
+        p = data["provenance"]
+        where = f"recorded: {p['gpu']}, {p['date'][:10]}, CuPy {p['cupy']}"
+    labels = [f"{r['M']}×{r['N']}×{r['K']}" for r in rows]
+    series = (("fused (Level 6) · 融合", "fused_ms", PALETTE[0]),
+              ("GEMM alone (Level 5) · 仅 GEMM", "gemm_only_ms", PALETTE[2]),
+              ("GEMM + bias + activation kernels · 非融合", "unfused_ms", PALETTE[1]),
+              ("cuBLAS + bias + activation kernels", "cublas_unfused_ms", CUBLAS_COLOR))
+    fig = go.Figure([go.Bar(name=name, x=labels, y=[r[key] for r in rows], marker_color=color)
+                     for name, key, color in series])
+    fig = _layout(fig, "fused vs unfused epilogue · 融合与非融合尾处理", "M×N×K", "time (ms, median) · 时间（毫秒）")
+    fig.update_yaxes(type="log")
+    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                       font=dict(size=11, color="#666"), xanchor="left")
+    show(fig)
+    for r in rows:
+        saved = r["extra_bytes_unfused"] / 1e6
+        print(f"{r['M']}×{r['N']}×{r['K']}: fused {r['fused_ms']:.3f} ms, unfused {r['unfused_ms']:.3f} ms "
+              f"({r['unfused_ms'] / r['fused_ms']:.2f}×), fusion saves {saved:,.0f} MB of memory traffic")
+    return rows
+
+
+def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192),
+                     sm_count: int = 132, **params: Any) -> list[dict]:
+    """How many thread blocks a size launches, and how many SMs the last 'wave' leaves idle.
+
+    sm_count defaults to the H200's 132; each SM may hold several blocks at once (from the compile
+    report's occupancy), so a wave is sm_count × blocks_per_sm blocks.
+    """
+    from IPython.display import HTML, display
+
+    from .compile import compile_report
+
+    lv = get_level(level)
+    p = lv.resolve(**params)
+    per_sm = compile_report(lv, arch="sm_90", **p).occupancy.blocks_per_sm
+    rows = []
+    for n in sizes:
+        launch = lv.geometry(n, n, n, p)
+        blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        wave = sm_count * per_sm
+        waves = -(-blocks // wave)
+        busy = min(blocks, sm_count)
+        rows.append({"size": n, "blocks": blocks, "blocks_per_sm": per_sm, "waves": waves,
+                     "sms_busy": busy, "last_wave_fill": (blocks - (waves - 1) * wave) / wave})
+    cells = "".join(f"<tr><td>{r['size']}³</td><td>{r['blocks']}</td><td>{r['sms_busy']} / {sm_count}</td>"
+                    f"<td>{r['waves']}</td><td>{r['last_wave_fill']:.0%}</td></tr>" for r in rows)
+    display(HTML(f"<p><code>{html.escape(lv.kernel_name(p))}</code>, {per_sm} blocks per SM (sm_90)</p><table>"
+                 "<tr><th>size · 规模</th><th>blocks · 线程块数</th><th>SMs with work · 有任务的 SM</th>"
+                 "<th>waves · 波次</th><th>last wave filled · 最后一波填充率</th></tr>" + cells + "</table>"))
+    return rows
+
+
+def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[dict]:
+    """Every level's default setting against cuBLAS over sizes (recorded, or live on a GPU), and the
+    seed guide's claimed percentages beside our measured ones."""
+    import plotly.graph_objects as go
+
+    from .levels import levels
+    from .plots import _layout, performance_figure
+
+    if device.gpu_available():
+        from .bench import bench
+
+        live_sizes = [n for n in sizes if n <= 4096]
+        records = bench([(lv.id, lv.defaults) for lv in levels() if not lv.uses_tensor_cores], live_sizes,
+                        budget_s=0.5, max_reps=10)["records"]
+        records = _dedupe([r for r in records if r["level"] != "cublas"]) + \
+            _dedupe([r for r in records if r["level"] == "cublas"])[: len(live_sizes)]
+        where = f"measured live on {device.gpu_name()}"
+    else:
+        records = []
+        for lv in levels():
+            for n in sizes:
+                r = _record_or_none(lv.id, n, **lv.defaults)
+                if r:
+                    records.append(r)
+        blas = {}
+        for r in results.recorded():
+            if r["level"] == "cublas" and r["M"] == r["N"] == r["K"] and r["M"] in sizes:
+                blas.setdefault(r["M"], r)
+        records += list(blas.values())
+        where = "recorded: " + results.provenance_line(records[0]) if records else ""
+    show(performance_figure(records, "tflops", "the ladder: every level's default setting · 各级默认设置",
+                            subtitle=where))
+    n_claim = 1024
+    ours = {r["level"]: r["ratio_to_cublas"] for r in records if r["M"] == n_claim and r["level"] != "cublas"}
+    lv_ids = [lv.id for lv in levels() if lv.id in results.SEED_CLAIMS or lv.id in ours]
+    fig = go.Figure([
+        go.Bar(name="seed guide's claim (RTX 3080, 1024³) · 种子教程声称", x=lv_ids,
+               y=[results.SEED_CLAIMS.get(i) for i in lv_ids], marker_color="#bbbbbb"),
+        go.Bar(name=f"measured here ({n_claim}³) · 本课程实测", x=lv_ids, y=[ours.get(i) for i in lv_ids],
+               marker_color="#1f77b4")])
+    fig = _layout(fig, "% of cuBLAS: claimed vs measured · 相对 cuBLAS：声称与实测", "level · 级别",
+                  "fraction of cuBLAS · 相对 cuBLAS 的比例")
+    fig.update_yaxes(tickformat=".0%")
+    show(fig)
+    return records
+
+
+def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, **params: Any) -> dict:
+    """Where a SIMT kernel's time goes, against the fp32 peak (132 SMs × 128 FMA × 2 × clock).
+
+    From the recorded run: achieved FMAs per SM per cycle; from the disassembly of one k-step of the
+    main loop: FFMAs against shared loads and other instructions.
+    """
+    from .models import KNOWN_GPUS
+
+    lv = get_level(level)
+    p = lv.resolve(**params)
+    rec = results.find(lv.id, size, **p)
+    prov = rec["provenance"]
+    clock_ghz = prov["sm_clock_max_mhz"] / 1e3
+    peak = prov["sm_count"] * 128 * 2 * clock_ghz / 1e3
+    cublas = rec["tflops"] / rec["ratio_to_cublas"]
+    fma_per_sm_cycle = rec["tflops"] * 1e12 / 2 / (prov["sm_count"] * clock_ghz * 1e9)
+    mix = instruction_mix(lv, **p)
+    out = {"peak_tflops": peak, "kernel_tflops": rec["tflops"], "cublas_tflops": cublas,
+           "kernel_fraction_of_peak": rec["tflops"] / peak, "cublas_fraction_of_peak": cublas / peak,
+           "fma_per_sm_per_cycle": fma_per_sm_cycle, "instruction_mix": mix}
+    print(f"fp32 peak {peak:.1f} TFLOPS ({prov['sm_count']} SMs × 128 FMA × 2 × {clock_ghz:.2f} GHz, "
+          f"{KNOWN_GPUS['NVIDIA H200'].source if prov['gpu'] == 'NVIDIA H200' else prov['gpu']}); "
+          f"cuBLAS {cublas:.1f} ({cublas / peak:.0%} of peak); {lv.id} {rec['tflops']:.1f} "
+          f"({rec['tflops'] / peak:.0%} of peak, {rec['ratio_to_cublas']:.1%} of cuBLAS)")
+    print(f"achieved: {fma_per_sm_cycle:.0f} of 128 FMA per SM per cycle")
+    return out

@@ -109,27 +109,38 @@ def performance_figure(records: Iterable[Mapping[str, Any]], metric: str = "tflo
     return fig
 
 
-def sweep_figure(records: Sequence[Mapping[str, Any]], x: str, y: str, by: Optional[str] = None,
+def sweep_figure(records: Sequence[Mapping[str, Any]], x: str, y: str, by: Optional[str | Sequence[str]] = None,
                  title: str = "", subtitle: str = "") -> go.Figure:
-    """Heatmap of TFLOPS over two parameters; a dropdown picks the value of a third (`by`).
+    """Heatmap of TFLOPS over two parameters; a menu picks the values of the others (`by`).
 
-    Works in the static book: the interactivity is plotly's own, no kernel needed.
+    Works in the static book: the interactivity is plotly's own, no kernel needed. Where several
+    records share a cell (e.g. a parameter not named in x, y or by), the best one is shown.
     """
-    groups = sorted({r["params"][by] for r in records}) if by else [None]
-    xs = sorted({r["params"][x] for r in records})
-    ys = sorted({r["params"][y] for r in records})
+    by_names = [by] if isinstance(by, str) else list(by or [])
+
+    def group_of(r: Mapping[str, Any]) -> tuple:
+        return tuple(r["params"][b] for b in by_names)
+
+    groups = sorted({group_of(r) for r in records}, key=str)
+    xs = sorted({r["params"][x] for r in records}, key=str)
+    ys = sorted({r["params"][y] for r in records}, key=str)
+    if all(isinstance(v, int) for v in xs):
+        xs = sorted(xs)
+    if all(isinstance(v, int) for v in ys):
+        ys = sorted(ys)
     fig = go.Figure()
     for gi, g in enumerate(groups):
-        grid = [[None] * len(xs) for _ in ys]
+        grid: list[list[Optional[float]]] = [[None] * len(xs) for _ in ys]
         for r in records:
-            if by is None or r["params"][by] == g:
-                grid[ys.index(r["params"][y])][xs.index(r["params"][x])] = round(r["tflops"], 2)
+            if group_of(r) == g:
+                i, j = ys.index(r["params"][y]), xs.index(r["params"][x])
+                grid[i][j] = max(grid[i][j] or 0.0, round(r["tflops"], 2))
         fig.add_trace(go.Heatmap(z=grid, x=[str(v) for v in xs], y=[str(v) for v in ys], visible=gi == 0,
                                  colorscale="Viridis", colorbar=dict(title="TFLOPS"),
                                  texttemplate="%{z}", hovertemplate=f"{x}=%{{x}} {y}=%{{y}}: "
                                  "%{z} TFLOPS<extra></extra>"))
-    if by:
-        buttons = [dict(label=f"{by} = {g}", method="update",
+    if by_names and len(groups) > 1:
+        buttons = [dict(label=", ".join(f"{b}={v}" for b, v in zip(by_names, g)), method="update",
                         args=[{"visible": [i == gi for i in range(len(groups))]}])
                    for gi, g in enumerate(groups)]
         fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.15)])

@@ -163,3 +163,15 @@ def test_no_plotly_cdn(html_dir: Path) -> None:
         if PLOTLY_CDN.search(p.read_text(encoding="utf-8"))
     ]
     assert not offenders, f"pages load plotly from a CDN (must be offline): {offenders}"
+
+
+def test_no_external_scripts(html_dir: Path) -> None:
+    """The book works offline: plotly, MathJax and everything else load from _static."""
+    external = re.compile(r'<script[^>]*\bsrc="https?://')
+    offenders = [p.relative_to(html_dir).as_posix() for p in html_dir.rglob("*.html")
+                 if external.search(p.read_text(encoding="utf-8"))]
+    assert not offenders, f"pages load scripts from the network: {offenders}"
+
+
+def test_mathjax_is_served_locally(html_dir: Path) -> None:
+    assert (html_dir / "_static" / "mathjax" / "tex-chtml.js").is_file()

@@ -251,6 +251,15 @@ def _page_context(
         app.add_js_file("plotly.min.js", priority=200)
 
 
+def _drop_widget_cdn(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    # myst-nb adds require.js and the ipywidgets HTML manager from CDNs to any page whose notebook
+    # stored widget state. Widget outputs are removed in this book (their cells carry the
+    # remove-output tag: sliders need a live kernel), so the book keeps no external scripts.
+    if "script_files" in context:
+        context["script_files"] = [js for js in context["script_files"]
+                                   if not str(getattr(js, "filename", js)).startswith(("http://", "https://"))]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     _patch_markdown_cells()
     _silence_plotly_json()
@@ -259,6 +268,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
+    app.connect("html-page-context", _drop_widget_cdn, priority=900)
     app.add_js_file(None, body=HEAD_SCRIPT, priority=1)
     app.add_css_file("bilingual.css")
     app.add_js_file("bilingual.js", loading_method="defer")

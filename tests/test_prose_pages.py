@@ -1,0 +1,164 @@
+"""Every number quoted in the prose of book/tuning.md and book/ladder.md, recomputed from the
+recorded H200 files (and the level registry), must appear as the exact string in the English cells."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from gemm_course import autotune, get_level, results
+
+REPO = Path(__file__).resolve().parents[1]
+L8_64 = {"BM": 64, "BN": 128}
+
+
+def english(page: str) -> str:
+    """The English prose: text after each `+++ {"tags": ["lang-en"]}` line up to the next `+++`."""
+    text = (REPO / "book" / page).read_text(encoding="utf-8")
+    parts = re.split(r"(?m)^\+\+\+(.*)$", text)
+    return "\n".join(body for meta, body in zip(parts[1::2], parts[2::2]) if '"lang-en"' in meta)
+
+
+def rec(level: str, n: int, **params: Any) -> dict:
+    lv = get_level(level)
+    return results.find(lv.id, n, **lv.resolve(**params))
+
+
+def tf(level: str, n: int, **params: Any) -> str:
+    return f"{rec(level, n, **params)['tflops']:.2f}"
+
+
+def pct(level: str, n: int, **params: Any) -> str:
+    return f"{rec(level, n, **params)['ratio_to_cublas']:.1%}"
+
+
+def sweep_rows(level: str, n: int = 4096, **match: Any) -> list[dict]:
+    return [r for r in results.recorded(level) if r["level"] == level and r["M"] == n
+            and all(r["params"][k] == v for k, v in match.items())]
+
+
+def best(level: str, **match: Any) -> dict:
+    return max(sweep_rows(level, **match), key=lambda r: r["tflops"])
+
+
+def blocks(level: str, n: int, **params: Any) -> str:
+    lv = get_level(level)
+    g = lv.geometry(n, n, n, lv.resolve(**params)).grid
+    return str(g[0] * g[1] * g[2])
+
+
+def cublas_range(n: int) -> tuple[str, str]:
+    t = [r["tflops"] for r in results.recorded() if r["level"] == "cublas" and r["M"] == n]
+    return f"{min(t):.2f}", f"{max(t):.2f}"
+
+
+def sm_count() -> str:
+    return str(rec("08_warp_tiling", 4096)["provenance"]["sm_count"])
+
+
+def _gap() -> dict[str, str]:
+    r = rec("08_warp_tiling", 8192)
+    p = r["provenance"]
+    ghz = p["sm_clock_max_mhz"] / 1e3
+    peak = p["sm_count"] * 128 * 2 * ghz / 1e3
+    cublas = r["tflops"] / r["ratio_to_cublas"]
+    return {"clock GHz": f"{ghz:.2f} GHz", "peak": f"{peak:.1f} TFLOPS", "cuBLAS 8192": f"{cublas:.1f} TFLOPS",
+            "cuBLAS of peak": f"{cublas / peak:.0%}", "L8 8192": f"{r['tflops']:.1f} TFLOPS",
+            "L8 of peak": f"{r['tflops'] / peak:.0%}",
+            "FMA per SM per cycle": f"{r['tflops'] * 1e12 / 2 / (p['sm_count'] * ghz * 1e9):.0f} of the 128"}
+
+
+def _tuning() -> dict[str, str]:
+    b5, b7, b8 = (autotune.recorded_best(x) for x in ("05_register_blocking", "07_vectorized", "08_warp_tiling"))
+    worst8 = min(sweep_rows("08_warp_tiling"), key=lambda r: r["tflops"])
+    assert worst8["params"] == {"BM": 128, "BN": 256, "BK": 8, "WM": 64, "WN": 64, "min_blocks": 2}
+    assert b5["params"] == {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8}
+    assert b7["params"]["BM"] == b7["params"]["BN"] == 64 and b7["params"]["BK"] == 16
+    assert b8["params"] == get_level("08_warp_tiling").defaults
+    l8_1024, l8_64_1024 = rec("08_warp_tiling", 1024), rec("08_warp_tiling", 1024, **L8_64)
+    at256 = max((r for r in results.recorded() if r["level"] != "cublas" and r["M"] == 256),
+                key=lambda r: r["tflops"])
+    assert at256["level"] == "04_double_buffering" and at256["params"]["copy"] == "cp_async"
+    at512 = max((r for r in results.recorded() if r["level"] != "cublas" and r["M"] == 512),
+                key=lambda r: r["tflops"])
+    assert at512["level"] == "04_double_buffering"
+    return {
+        "L5 best": f"{b5['tflops']:.2f} TFLOPS ({b5['ratio_to_cublas']:.1%} of cuBLAS)",
+        "L5 worst": f"{min(r['tflops'] for r in sweep_rows('05_register_blocking')):.2f} TFLOPS",
+        "L7 best": f"{b7['tflops']:.2f} TFLOPS ({b7['ratio_to_cublas']:.1%})",
+        "L7 128x128 BK16": f"{best('07_vectorized', BM=128, BN=128, BK=16)['tflops']:.2f} TFLOPS",
+        "L8 best": f"{b8['tflops']:.2f} TFLOPS ({b8['ratio_to_cublas']:.1%})",
+        "L8 worst": f"{worst8['tflops']:.2f} TFLOPS",
+        "blocks 128x128 at 1024": f"cut into {blocks('05_register_blocking', 1024)} blocks",
+        "SMs": f"H200 has {sm_count()} SMs",
+        "blocks 128x128 at 256": f"only {blocks('05_register_blocking', 256)} blocks",
+        "blocks 64x128 at 1024": f"launches {blocks('08_warp_tiling', 1024, **L8_64)} blocks at 1024³",
+        "L8 64x128 1024": f"{l8_64_1024['tflops']:.2f} TFLOPS ({l8_64_1024['ratio_to_cublas']:.1%} of cuBLAS)",
+        "L8 128x128 1024": f"{l8_1024['tflops']:.2f} TFLOPS ({l8_1024['ratio_to_cublas']:.1%})",
+        "gain at 1024": f"{l8_64_1024['tflops'] / l8_1024['tflops'] - 1:.0%} faster",
+        "L8 64x128 4096": f"{tf('08_warp_tiling', 4096, **L8_64)} TFLOPS ({pct('08_warp_tiling', 4096, **L8_64)})",
+        "L8 128x128 4096": f"{tf('08_warp_tiling', 4096)} TFLOPS ({pct('08_warp_tiling', 4096)})",
+        "L4 256": f"{at256['tflops']:.2f} TFLOPS ({at256['ratio_to_cublas']:.1%} of cuBLAS)",
+        "L8 64x128 256": f"{tf('08_warp_tiling', 256, **L8_64)} TFLOPS ({pct('08_warp_tiling', 256, **L8_64)})",
+        "L4 512": f"{at512['tflops']:.2f} TFLOPS ({at512['ratio_to_cublas']:.1%})",
+        "L8 64x128 512": f"{tf('08_warp_tiling', 512, **L8_64)} TFLOPS ({pct('08_warp_tiling', 512, **L8_64)})",
+        "L4 blocks at 256": f"yields {blocks('04_double_buffering', 256)} blocks at 256³",
+        "blocks 128x128 at 2048": f"launches {blocks('08_warp_tiling', 2048)} blocks",
+        "L8 2048": f"reaches {tf('08_warp_tiling', 2048)} TFLOPS there",
+        "L8 64x128 2048": f"drops to {tf('08_warp_tiling', 2048, **L8_64)} TFLOPS",
+        "blocks 64x128 at 2048": f"its {blocks('08_warp_tiling', 2048, **L8_64)} blocks",
+        "L8 128x256": f"{best('08_warp_tiling', BM=128, BN=256)['tflops']:.2f} TFLOPS at 4096³",
+        "L5 128x256": f"{best('05_register_blocking', BM=128, BN=256)['tflops']:.2f} TFLOPS, both below",
+        "L5 64x64 vs 128x128 at 256": (f"({tf('05_register_blocking', 256, BM=64, BN=64, TM=4, TN=4)} against "
+                                       f"{tf('05_register_blocking', 256)} TFLOPS)"),
+        "gain at 1024 (strategy)": f"is {l8_64_1024['tflops'] / l8_1024['tflops'] - 1:.0%} faster in Level 8",
+    }
+
+
+def _ladder() -> dict[str, str]:
+    lo1024, hi1024 = cublas_range(1024)
+    lo4096, hi4096 = cublas_range(4096)
+    l3, l3p = rec("03_coalescing_banks", 4096), rec("03_coalescing_banks", 4096, a_layout="mk_padded")
+    occ = __import__("gemm_course").compile_report("04_double_buffering", arch="sm_90").occupancy
+    return {
+        "cuBLAS 1024": f"between {lo1024} and {hi1024} TFLOPS",
+        "cuBLAS 4096": f"between {lo4096} and {hi4096} TFLOPS at 4096³",
+        "L1 1024": f"{pct('01_naive', 1024)} of cuBLAS at 1024³",
+        "L1 8192": f"{pct('01_naive', 8192)} at 8192³",
+        "L2 1024": f"{pct('02_smem_tiling', 1024)} at 1024³",
+        "L2 4096": f"{pct('02_smem_tiling', 4096)} at 4096³",
+        "L3 1024": f"reaches {pct('03_coalescing_banks', 1024)} at 1024³",
+        "L3 padding cost": f"costs {1 - l3p['tflops'] / l3['tflops']:.0%} of the speed at 4096³",
+        "L4 1024": f"{pct('04_double_buffering', 1024)} at 1024³, no gain",
+        "L4 warps": f"holds {occ.warps_per_sm} resident warps",
+        "L5 1024": f"{pct('05_register_blocking', 1024)} at 1024³, where",
+        "L5 SMs": f"only {blocks('05_register_blocking', 1024)} of the {sm_count()} SMs",
+        "L5 4096": f"{pct('05_register_blocking', 4096)} at 4096³ once",
+        "L6 1024": f"{pct('06_fused_epilogue', 1024)} at 1024³",
+        "L6 4096": f"{pct('06_fused_epilogue', 4096)} at 4096³ ({tf('06_fused_epilogue', 4096)} TFLOPS, "
+                   f"against {tf('05_register_blocking', 4096)} for Level 5)",
+        "L7 1024": f"{pct('07_vectorized', 1024)} at 1024³",
+        "L7 4096": f"{pct('07_vectorized', 4096)} at 4096³ with the default",
+        "L7 BK16 4096": f"reaches {pct('07_vectorized', 4096, BK=16)} at 4096³",
+        "L8 ladder": (f"{pct('08_warp_tiling', 1024)} at 1024³, {pct('08_warp_tiling', 4096)} at 4096³ and "
+                      f"{pct('08_warp_tiling', 8192)} at 8192³"),
+        **{f"seed {lv}": f"{claim:.0%}" for lv, claim in results.SEED_CLAIMS.items()},
+        **_gap(),
+    }
+
+
+PAGES: dict[str, Callable[[], dict[str, str]]] = {"tuning.md": _tuning, "ladder.md": _ladder}
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_quoted_numbers_match_recorded(page: str) -> None:
+    prose = english(page)
+    missing = {k: v for k, v in PAGES[page]().items() if v not in prose}
+    assert not missing, f"book/{page}: these recomputed strings are not in the English prose: {missing}"
+
+
+def test_english_cells_found() -> None:
+    for page in PAGES:
+        assert len(english(page)) > 1000
