@@ -353,3 +353,67 @@ def warp_tiling_figure(BM: int = 128, BN: int = 128, WM: int = 64, WN: int = 32,
     fig = _base_layout(fig, f"Level 8: block → warp → thread tiles; red: lane {lane} · "
                             f"第 8 级：线程块 → 线程束 → 线程分块；红框：{lane} 号线程", 520)
     return fig
+
+
+# --- Level 12: one GEMM over several GPUs --------------------------------------------------------
+
+def multigpu_split_figure(pr: int = 2, pc: int = 4, panel: int = 0) -> go.Figure:
+    """The two ways Level 12 splits C = A·B over P = pr·pc GPUs, side by side.
+
+    Left, trace "row split": C (and A) cut into P row blocks, z = the GPU that owns each; every GPU
+    also holds all of B. Right, trace "SUMMA": C as a pr × pc grid of blocks, z = the GPU (rank
+    i·pc + j, as in ``gemm_course.multigpu.summa``) that owns block (i, j) of A, B and C. For k-panel
+    `panel`, arrows show the traffic: in every grid row the owner of that panel of A broadcasts it
+    to the pr·(pc−1) others along the row (blue), and in every grid column the owner of the panel of
+    B broadcasts it down the column (red), pc·(pr−1) arrows; each arrow is an annotation whose
+    ``name`` is "A" or "B".
+    """
+    from plotly.subplots import make_subplots
+
+    if pr < 1 or pc < 1:
+        raise ValueError(f"need a grid of at least 1×1 GPUs, not {pr}×{pc}")
+    P = pr * pc
+    L = pr * pc // math.gcd(pr, pc)
+    if not 0 <= panel < L:
+        raise ValueError(f"a {pr}×{pc} grid has {L} k-panels: panel must be in 0..{L - 1}")
+    a_owner, b_owner = panel // (L // pc), panel // (L // pr)
+    from plotly.colors import qualitative
+
+    pastel = qualitative.Pastel
+    scale = _discrete_scale([pastel[g % len(pastel)] for g in range(max(P, 2))])
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.3, 0.7], horizontal_spacing=0.12, subplot_titles=(
+        f"row split: GPU p owns rows of A and C, all of B · 按行划分：每个 GPU 持有整个 B",
+        f"SUMMA on {pr}×{pc}: panel {panel} of A (blue) and B (red) · "
+        f"SUMMA {pr}×{pc}：第 {panel} 个面板的广播"))
+    fig.add_trace(go.Heatmap(
+        name="row split", z=[[g] for g in range(P)], zmin=0, zmax=max(P, 2) - 1, colorscale=scale,
+        showscale=False, xgap=2, ygap=2, hovertemplate="rows of C on GPU %{z}<extra></extra>"), 1, 1)
+    for g in range(P):
+        fig.add_annotation(text=f"GPU {g}", x=0, y=g, showarrow=False, font=dict(size=12, color="#333"),
+                           row=1, col=1)
+    fig.add_trace(go.Heatmap(
+        name="SUMMA", z=[[i * pc + j for j in range(pc)] for i in range(pr)], zmin=0, zmax=max(P, 2) - 1,
+        colorscale=scale, showscale=False, xgap=2, ygap=2,
+        hovertemplate="block (%{y}, %{x}) of A, B, C: GPU %{z}<extra></extra>"), 1, 2)
+    for i in range(pr):
+        for j in range(pc):
+            fig.add_annotation(text=f"GPU {i * pc + j}<br>({i}, {j})", x=j, y=i, showarrow=False,
+                               font=dict(size=12, color="#333"), row=1, col=2)
+    blue, red = "#1f77b4", _HIT
+    for i in range(pr):  # A's panel along each grid row
+        for j in range(pc):
+            if j != a_owner:
+                fig.add_annotation(name="A", x=j, y=i - 0.2, ax=a_owner, ay=i - 0.2, xref="x2", yref="y2",
+                                   axref="x2", ayref="y2", text="", showarrow=True, arrowhead=2,
+                                   arrowwidth=2, arrowcolor=blue)
+    for j in range(pc):  # B's panel down each grid column
+        for i in range(pr):
+            if i != b_owner:
+                fig.add_annotation(name="B", x=j + 0.25, y=i, ax=j + 0.25, ay=b_owner, xref="x2", yref="y2",
+                                   axref="x2", ayref="y2", text="", showarrow=True, arrowhead=2,
+                                   arrowwidth=2, arrowcolor=red)
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_xaxes(title="grid column j · 列", row=1, col=2)
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, showticklabels=False)
+    fig.update_yaxes(title="grid row i · 行", row=1, col=2)
+    return _base_layout(fig, f"one GEMM on {P} GPUs · {P} 个 GPU 上的一个 GEMM", 420)

@@ -87,6 +87,15 @@ def _split_epilogue(lv: Level, params: dict[str, Any]) -> tuple[dict[str, Any], 
     return params, Epilogue(bias, alpha, beta)
 
 
+def _geometry(lv: Level, resolved: dict[str, Any], M: int, N: int, K: int) -> Any:
+    """The launch geometry, refused with a clear message where it breaks CUDA's grid limits."""
+    launch = lv.geometry(M, N, K, resolved)
+    if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
+        raise ValueError(f"the grid {launch.grid} exceeds CUDA's limit of {MAX_GRID_YZ} blocks in y/z "
+                         f"for M={M}, N={N}; use a larger block_y / tile, or split the product")
+    return launch
+
+
 def _check_bias(ep: Optional[Epilogue], N: int, dtype: Any, xp: Any) -> None:
     b = ep.bias if ep is not None else None
     if b is not None and (not isinstance(b, xp.ndarray) or b.shape != (N,) or b.dtype != dtype
@@ -138,10 +147,7 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
             "Choose a setting your GPU supports, or read the recorded results for this one.")
     M, N, K = _check_operands(lv, A, B, out, cupy)
     _check_bias(epilogue, N, A.dtype, cupy)
-    launch = lv.geometry(M, N, K, resolved)
-    if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
-        raise ValueError(f"the grid {launch.grid} exceeds CUDA's limit of {MAX_GRID_YZ} blocks in y/z "
-                         f"for M={M}, N={N}; use a larger block_y / tile, or split the product")
+    launch = _geometry(lv, resolved, M, N, K)
     C = out if out is not None else cupy.empty((M, N), dtype=A.dtype)
     kernel = get_kernel(lv, _kernel_params(lv, resolved, A, B, C, N, K), source)
     if launch.dynamic_shared_bytes > 48 * 1024:
@@ -165,10 +171,7 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
                             f"pass {name}.get() (or cupy.asnumpy({name})), or use backend='cuda'")
     M, N, K = _check_operands(lv, A, B, out, np)
     _check_bias(epilogue, N, A.dtype, np)
-    launch = lv.geometry(M, N, K, resolved)
-    if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
-        raise ValueError(f"the grid {launch.grid} exceeds CUDA's limit of {MAX_GRID_YZ} blocks in y/z "
-                         f"for M={M}, N={N}; use a larger block_y / tile, or split the product")
+    _geometry(lv, resolved, M, N, K)  # the same limits as on a GPU
     C = out if out is not None else np.empty((M, N), dtype=A.dtype)
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
     cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra)
