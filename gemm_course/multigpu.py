@@ -308,7 +308,7 @@ def bench_multigpu(sizes: Sequence[int] = (8192, 16384), gpu_counts: Optional[Se
             group = Group(devices)
             link = link_bandwidth(group) if P > 1 else None
             schemes = [("row split", lambda ph=None: row_split(group, A0, B0, local, ph))]
-            if P > 1:
+            if P > 1 and local == "cublas":  # SUMMA accumulates panels with cuBLAS (beta = 1) only
                 schemes.append(("SUMMA", lambda ph=None: summa(group, A0, B0, ph)))
             for name, run in schemes:
                 with cupy.cuda.Device(0):

@@ -436,7 +436,15 @@ def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8), network_gbs: float = 50.0
         p = data[0]["provenance"]
         where = (f"recorded: {p['gpus_visible']} × {p['gpu']}, NCCL {p['nccl']}, driver {p['driver']}, "
                  f"CuPy {p['cupy']}, {p['date'][:10]}")
-    rows = [dict(r, local=d["provenance"].get("local_gemm", "cublas")) for d in data for r in d["multigpu"]]
+    # SUMMA's panel updates always use cuBLAS (C += A·B needs beta = 1), whatever the run's local GEMM.
+    rows, seen = [], set()
+    for d in data:
+        for r in d["multigpu"]:
+            local = d["provenance"].get("local_gemm", "cublas") if r["scheme"] == "row split" else "cublas"
+            key = (r["scheme"], r["M"], local, r["gpus"])
+            if key not in seen:
+                seen.add(key)
+                rows.append(dict(r, local=local))
     fig = go.Figure()
     series = sorted({(r["scheme"], r["M"], r["local"]) for r in rows})
     for i, (scheme, n, local) in enumerate(series):
