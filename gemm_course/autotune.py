@@ -45,12 +45,12 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
     try:
         for size in sizes:
             M, N, K = (size, size, size) if isinstance(size, int) else size
-            A, B = random_operands(M, N, K)
+            A, B = random_operands(M, N, K, lv.dtypes[0])
             reference = A.astype(cupy.float64) @ B.astype(cupy.float64)
-            C = cupy.empty((M, N), dtype=cupy.float32)
+            C = cupy.empty((M, N), dtype=lv.out_dtype or lv.dtypes[0])
             for i, p in enumerate(candidates):
                 gemm(A, B, lv, out=C, **p)
-                if not relative_error(C, reference) <= tolerance("float32", K):
+                if not relative_error(C, reference) <= tolerance(lv.dtypes[0], K):
                     progress(f"{p}: wrong result at {M}×{N}×{K}, skipped")
                     continue
                 t = time_gpu(lambda: gemm(A, B, lv, out=C, **p), budget_s=budget_s, max_reps=max_reps)
@@ -103,8 +103,9 @@ def ladder_rows(sizes: Iterable[int] = (1024, 4096, 8192)) -> list[dict[str, str
     """The recorded ladder: each level's default setting, TFLOPS (% of cuBLAS) per size, seed claim."""
     from .levels import levels
 
-    rows = size_rows([(lv.id, {}) for lv in levels()], sizes)
-    for row, lv in zip(rows, levels()):
+    fp32 = [lv for lv in levels() if not lv.uses_tensor_cores]  # the fp32 ladder, one cuBLAS baseline
+    rows = size_rows([(lv.id, {}) for lv in fp32], sizes)
+    for row, lv in zip(rows, fp32):
         row["setting · 设置"] = ", ".join(f"{k}={v}" for k, v in lv.defaults.items())
         claim = results.SEED_CLAIMS.get(lv.id)
         row["seed claim, 1024³ · 种子教程声称"] = f"{claim:.0%}" if claim is not None else "—"

@@ -32,7 +32,8 @@ from .models import gemm_flops
 METHOD = ("CUDA events around each launch; 1 untimed call, then at least {min_reps} and at most "
           "{max_reps} timed repetitions within a {budget_s} s budget per configuration; L2 flushed "
           "before every repetition by writing 4×L2 bytes; median with quartiles, min and max; "
-          "cuBLAS (cupy.matmul, CUPY_TF32={tf32}) timed the same way in the same run; inputs "
+          "cuBLAS (cupy.matmul on the same input dtype, CUPY_TF32={tf32}; fp16 inputs give fp16 C) timed "
+          "the same way in the same run; inputs "
           "uniform(−1, 1), checked against a float64 product before timing.")
 
 
@@ -176,7 +177,7 @@ Config = tuple[str, dict]
 
 
 def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]], *,
-          dtype: str = "float32", out: Optional[str | Path] = None,
+          dtype: Optional[str] = None, out: Optional[str | Path] = None,
           progress: Callable[[str], None] = print, min_reps: int = 5, max_reps: int = 50,
           budget_s: float = 2.0, result: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Check and time each (level, params) at each size, with cuBLAS in the same run.
@@ -190,8 +191,9 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
     from .check import random_operands
 
     configs = [(get_level(lv).id, get_level(lv).resolve(**p)) for lv, p in configs]
+    dtype = dtype or get_level(configs[0][0]).dtypes[0]
     tf32 = os.environ.get("CUPY_TF32", "0")
-    if dtype == "float32" and tf32 != "0":
+    if tf32 != "0":
         raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32 and not be an fp32 baseline; unset it")
     method = METHOD.format(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, tf32=tf32)
     if result is None:
@@ -213,7 +215,10 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
             progress(f"{M}×{N}×{K} cuBLAS: {t_blas.median_ms:.3f} ms, {blas['tflops']:.2f} TFLOPS")
             if path:
                 _write_json(path, result)
+            outputs = {dtype: C}  # C's dtype per level: fp16-in Tensor Core levels write fp32
             for level, params in configs:
+                out_dtype = get_level(level).out_dtype or dtype
+                C = outputs.setdefault(out_dtype, cupy.empty((M, N), dtype=out_dtype))
                 C.fill(cupy.nan)
                 run, expected = dict(params), reference
                 if get_level(level).epilogue:  # bias, alpha, beta and the matching reference
@@ -236,7 +241,7 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
                          f"{rec['ratio_to_cublas']:.1%} of cuBLAS")
                 if path:
                     _write_json(path, result)
-            del A, B, C, reference
+            del A, B, C, outputs, reference
             cupy.get_default_memory_pool().free_all_blocks()
     except KeyboardInterrupt:
         progress(f"interrupted: keeping the {len(result['records'])} measurements made so far")

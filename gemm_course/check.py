@@ -11,7 +11,8 @@ from .launch import gemm, resolve_backend
 from .levels import Level, get_level
 
 # Unit roundoff of the arithmetic each dtype accumulates in. Level kernels accumulate in fp32.
-_ACCUMULATOR_EPS = {"float32": float(np.finfo(np.float32).eps)}
+_ACCUMULATOR_EPS = {"float32": float(np.finfo(np.float32).eps),
+                    "float16": float(np.finfo(np.float32).eps)}  # fp16 inputs, fp32 accumulation
 
 
 def tolerance(dtype: str, K: int) -> float:
@@ -80,7 +81,7 @@ def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Option
     return A, B
 
 
-def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: str = "float32",
+def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[str] = None,
           seed: Optional[int] = None, source: Optional[str] = None, backend: str = "auto",
           **params: Any) -> CheckResult:
     """Run a level once on fresh random inputs and compare with a float64 product.
@@ -93,8 +94,9 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: str = "flo
         xp = np
     else:
         import cupy as xp
+    dtype = dtype or lv.dtypes[0]
     A, B = random_operands(M, N, K, dtype, seed, xp)
-    C = xp.full((M, N), xp.nan, dtype=dtype)  # poison: anything not written stays NaN
+    C = xp.full((M, N), xp.nan, dtype=lv.out_dtype or dtype)  # poison: anything not written stays NaN
     reference = A.astype(xp.float64) @ B.astype(xp.float64)
     run_params: dict[str, Any] = dict(resolved)
     if lv.epilogue:

@@ -18,6 +18,47 @@ from .levels import KERNEL_DIR, Level, get_level
 from .models import Occupancy, arch_limits, occupancy
 
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", f"-I{KERNEL_DIR}")
+_HEADERS_NEEDED = ("cuda_fp16.h", "mma.h", "crt/mma.h")
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Directories that together hold cuda_fp16.h, mma.h and crt/mma.h, for NVRTC.
+
+    NVRTC ships no CUDA headers. Looked for, in order: $CUDA_PATH or $CUDA_HOME; the pip wheels
+    nvidia-cuda-runtime-cu12 and nvidia-cuda-nvcc-cu12 (or the CUDA 13 wheels' nvidia/cu13), which
+    requirements.txt installs; /usr/local/cuda (a toolkit, as on Colab and most GPU machines).
+    """
+    import os
+    from pathlib import Path
+
+    candidates: list[list[Path]] = []
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(env):
+            candidates.append([Path(os.environ[env]) / "include"])
+    try:  # the wheels first: they match the NVRTC wheel that compiles with them
+        import nvidia
+
+        for root in map(Path, getattr(nvidia, "__path__", [])):
+            candidates.append([root / "cuda_runtime" / "include", root / "cuda_nvcc" / "include"])
+            candidates.append([root / "cu13" / "include"])
+    except ImportError:
+        pass
+    candidates.append([Path("/usr/local/cuda/include")])
+    for dirs in candidates:
+        if all(any((d / h).is_file() for d in dirs) for h in _HEADERS_NEEDED):
+            return tuple(str(d) for d in dirs if d.is_dir())
+    raise RuntimeError(
+        "the Tensor Core levels include cuda_fp16.h and mma.h, and no CUDA headers were found. Install "
+        "them with `pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12` (requirements.txt does), "
+        "or set CUDA_PATH to a CUDA toolkit")
+
+
+def compile_options(level: Level) -> tuple[str, ...]:
+    """NVRTC options for a level: the common ones, plus the CUDA include dirs where it needs them."""
+    if not level.cuda_headers:
+        return COMPILE_OPTIONS
+    return COMPILE_OPTIONS + tuple(f"-I{d}" for d in cuda_include_dirs())
 
 
 def kernel_source(level: str | int | Level) -> str:
@@ -48,7 +89,7 @@ def get_kernel(level: str | int | Level, params: dict[str, Any], source: Optiona
     lv = get_level(level)
     device.require_gpu(f"compiling level {lv.id} for launch")
     source = source if source is not None else kernel_source(lv)
-    return _compiled_kernel(source, COMPILE_OPTIONS, lv.kernel_name(params))
+    return _compiled_kernel(source, compile_options(lv), lv.kernel_name(params))
 
 
 # --- the resource report ------------------------------------------------------------------------
@@ -154,7 +195,7 @@ def parse_ptxas_log(log: str) -> dict[str, int]:
     return out
 
 
-def nvrtc_compile(source: str, name: str, arch: str, extra_options: tuple[str, ...] = ()) -> tuple[bytes, str, str]:
+def nvrtc_compile(source: str, name: str, arch: str, options: tuple[str, ...] = COMPILE_OPTIONS) -> tuple[bytes, str, str]:
     """Compile one kernel to a CUBIN with NVRTC. Returns (cubin, mangled name, log). No GPU needed."""
     try:
         from cupy.cuda import nvrtc
@@ -169,9 +210,8 @@ def nvrtc_compile(source: str, name: str, arch: str, extra_options: tuple[str, .
     program = nvrtc.createProgram(source, name.split("<")[0] + ".cu", [], [])
     try:
         nvrtc.addNameExpression(program, name)
-        options = [*COMPILE_OPTIONS, f"-arch={arch}", "--ptxas-options=-v", *extra_options]
         try:
-            nvrtc.compileProgram(program, options)
+            nvrtc.compileProgram(program, [*options, f"-arch={arch}", "--ptxas-options=-v"])
         except Exception:
             raise RuntimeError(f"NVRTC could not compile {name} for {arch}:\n"
                                f"{nvrtc.getProgramLog(program)}") from None
@@ -203,7 +243,7 @@ def _report_cached(level_id: str, params_key: tuple, arch: str, source: str) -> 
     lv = get_level(level_id)
     params = dict(params_key)
     name = lv.kernel_name(params)
-    _, mangled, log = nvrtc_compile(source, name, arch)
+    _, mangled, log = nvrtc_compile(source, name, arch, compile_options(lv))
     # ptxas prints one block per entry; keep the one for our kernel
     section = log[log.find(mangled):] if mangled in log else log
     usage = parse_ptxas_log(section)

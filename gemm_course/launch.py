@@ -14,7 +14,7 @@ from .levels import Level, get_level
 MAX_GRID_YZ = 65535
 
 
-def _check_operands(lv: Level, A: Any, B: Any, out: Any, xp: Any) -> tuple[int, int, int]:
+def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, xp: Any) -> tuple[int, int, int]:
     array_type = xp.ndarray
     for name, X in (("A", A), ("B", B)):
         if not isinstance(X, array_type):
@@ -38,11 +38,15 @@ def _check_operands(lv: Level, A: Any, B: Any, out: Any, xp: Any) -> tuple[int, 
         raise ValueError(f"empty matrices are not supported: M={M}, N={N}, K={K} must all be ≥ 1")
     if max(M, N, K) >= 2**31:
         raise ValueError("each of M, N, K must be below 2**31 (the kernels index with int)")
+    c_dtype = xp.dtype(lv.out_dtype or A.dtype)
     if out is not None:
-        if not isinstance(out, array_type) or out.shape != (M, N) or out.dtype != A.dtype \
+        if not isinstance(out, array_type) or out.shape != (M, N) or out.dtype != c_dtype \
                 or not out.flags.c_contiguous:
             raise ValueError(f"out must be a contiguous {xp.__name__}.ndarray of shape ({M}, {N}) "
-                             f"and dtype {A.dtype}")
+                             f"and dtype {c_dtype}")
+    problems = lv.shape_rules(M, N, K, params)
+    if problems:
+        raise ValueError("; ".join(f"{en} / {zh}" for en, zh in problems))
     return M, N, K
 
 
@@ -145,10 +149,10 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
             f"level {lv.id} with {resolved} needs compute capability {needed // 10}.{needed % 10} "
             f"(sm_{needed}) or newer; this GPU ({device.gpu_name()}) is sm_{device.compute_capability()}. "
             "Choose a setting your GPU supports, or read the recorded results for this one.")
-    M, N, K = _check_operands(lv, A, B, out, cupy)
+    M, N, K = _check_operands(lv, resolved, A, B, out, cupy)
     _check_bias(epilogue, N, A.dtype, cupy)
     launch = _geometry(lv, resolved, M, N, K)
-    C = out if out is not None else cupy.empty((M, N), dtype=A.dtype)
+    C = out if out is not None else cupy.empty((M, N), dtype=lv.out_dtype or A.dtype)
     kernel = get_kernel(lv, _kernel_params(lv, resolved, A, B, C, N, K), source)
     if launch.dynamic_shared_bytes > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
@@ -169,10 +173,10 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
         if type(X).__module__.split(".")[0] == "cupy":
             raise TypeError(f"{name} is a CuPy array, but backend='cpu' takes NumPy arrays; "
                             f"pass {name}.get() (or cupy.asnumpy({name})), or use backend='cuda'")
-    M, N, K = _check_operands(lv, A, B, out, np)
+    M, N, K = _check_operands(lv, resolved, A, B, out, np)
     _check_bias(epilogue, N, A.dtype, np)
     _geometry(lv, resolved, M, N, K)  # the same limits as on a GPU
-    C = out if out is not None else np.empty((M, N), dtype=A.dtype)
+    C = out if out is not None else np.empty((M, N), dtype=lv.out_dtype or A.dtype)
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
     cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra)
     return C

@@ -67,6 +67,13 @@ class Level:
     vector_width: int = 0
     # The kernel takes (bias, alpha, beta) after (A, B, C, M, N, K): C = act(alpha·A·B + bias) + beta·C.
     epilogue: bool = False
+    # C's dtype when it differs from the inputs' (Tensor Core levels: fp16 in, fp32 out).
+    out_dtype: Optional[str] = None
+    # The source includes CUDA headers (cuda_fp16.h, mma.h): compile with the toolkit's include dirs.
+    cuda_headers: bool = False
+    # Preconditions on the problem itself, as (english, chinese) messages for the violated ones.
+    shape_rules: Callable[[int, int, int, Mapping[str, Any]], list[tuple[str, str]]] = field(
+        default=lambda M, N, K, p: [])
 
     @property
     def path(self) -> Path:
@@ -422,8 +429,54 @@ WARP_TILING = Level(
     sweep=lambda p: 128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256),
 )
 
+
+# --- Level 9: Tensor Cores through WMMA ------------------------------------------------------------
+
+def _wmma_threads(p: Mapping[str, Any]) -> int:
+    tile = 16 if p["staging"] == "none" else 32  # a warp's tile of C: one fragment, or 2×2
+    return (p["BM"] // tile) * (p["BN"] // tile) * 32
+
+
+def _wmma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if p["staging"] == "none" and (M % 16 or N % 16 or K % 16):
+        return [(f"staging='none' loads whole 16×16 fragments from global memory, so M, N, K must be "
+                 f"multiples of 16 (got {M}×{N}×{K}); use staging='shared', which handles any shape",
+                 f"staging='none' 直接从全局内存载入完整的 16×16 片段，要求 M、N、K 都是 16 的倍数"
+                 f"（当前为 {M}×{N}×{K}）；请改用可处理任意形状的 staging='shared'")]
+    return []
+
+
+WMMA = Level(
+    id="09_wmma",
+    number=9,
+    title_en="Tensor Cores with WMMA",
+    title_zh="用 WMMA 调用张量核心",
+    source="09_wmma.cu",
+    params=(
+        Param("staging", "shared", ("none", "shared"),
+              "fragments straight from global memory (one 16×16 tile per warp), or staged in shared "
+              "memory (32×32 per warp, any shape)", "片段直接从全局内存载入（每个线程束一个 16×16 分块），"
+              "或先放入共享内存（每个线程束 32×32，任意形状）"),
+        Param("BM", 64, (32, 64, 128), "rows of C per thread block", "每个线程块负责的 C 的行数"),
+        Param("BN", 64, (32, 64, 128), "columns of C per thread block", "每个线程块负责的 C 的列数"),
+    ),
+    kernel_name=lambda p: (f"wmma_direct<{p['BM'] // 16}, {p['BN'] // 16}>" if p["staging"] == "none"
+                           else f"wmma_shared<{p['BM']}, {p['BN']}, {str(p.get('aligned', True)).lower()}>"),
+    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(N, p["BN"]), ceil_div(M, p["BM"]), 1),
+                                       block=(_wmma_threads(p), 1, 1)),
+    dtypes=("float16",),
+    out_dtype="float32",
+    vector_width=8,
+    min_cc=70,
+    uses_tensor_cores=True,
+    cuda_headers=True,
+    shape_rules=_wmma_shape_rules,
+    showcase=({"staging": "none"}, {}, {"BM": 128, "BN": 128}),
+    sweep=lambda p: True,
+)
+
 _LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,
-                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING)
+                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING, WMMA)
 
 
 def levels() -> tuple[Level, ...]:

@@ -50,6 +50,12 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
     lv = get_level(level)
     if shapes is None:
         shapes = ODD_SHAPES if device.gpu_available() else SMALL_ODD_SHAPES
+    if not device.gpu_available() and lv.uses_tensor_cores:
+        print(f"No GPU: {lv.id} uses Tensor Core instructions, which the CPU backend cannot run; its "
+              "correctness was checked on the recorded GPU (tests/test_gpu.py).\n"
+              f"没有 GPU：{lv.id} 使用张量核心指令，CPU 后端无法运行；它的正确性已在记录所用的 GPU 上检验"
+              "（tests/test_gpu.py）。")
+        return []
     if not device.gpu_available():
         print("No GPU: running the same CUDA C source on the CPU backend (compiled as C++, one fiber per "
               "thread). This checks correctness only; CPU timings say nothing about GPU speed.\n"
@@ -360,6 +366,8 @@ def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[di
     else:
         records = []
         for lv in levels():
+            if lv.uses_tensor_cores:  # another dtype and another cuBLAS baseline: not this fp32 ladder
+                continue
             for n in sizes:
                 r = _record_or_none(lv.id, n, **lv.defaults)
                 if r:
@@ -374,7 +382,7 @@ def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[di
                             subtitle=where))
     n_claim = 1024
     ours = {r["level"]: r["ratio_to_cublas"] for r in records if r["M"] == n_claim and r["level"] != "cublas"}
-    lv_ids = [lv.id for lv in levels() if lv.id in results.SEED_CLAIMS or lv.id in ours]
+    lv_ids = [lv.id for lv in levels() if not lv.uses_tensor_cores and (lv.id in results.SEED_CLAIMS or lv.id in ours)]
     fig = go.Figure([
         go.Bar(name="seed guide's claim (RTX 3080, 1024³) · 种子教程声称", x=lv_ids,
                y=[results.SEED_CLAIMS.get(i) for i in lv_ids], marker_color="#bbbbbb"),

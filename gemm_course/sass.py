@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
-from .compile import nvrtc_compile, kernel_source
+from .compile import compile_options, kernel_source, nvrtc_compile
 from .levels import Level, get_level
 
 _SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
@@ -49,7 +49,7 @@ def disassemble(level: str | int | Level, arch: str = "sm_90", source: Optional[
         raise RuntimeError("no disassembler found: pip install nvidia-cuda-nvdisasm (or put a CUDA "
                            "toolkit's nvdisasm on the PATH); the recorded results also hold instruction counts")
     cubin, _, _ = nvrtc_compile(source if source is not None else kernel_source(lv),
-                                lv.kernel_name(resolved), arch)
+                                lv.kernel_name(resolved), arch, compile_options(lv))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)

@@ -76,12 +76,12 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
     print(result)
     if not result.passed:
         return
-    A, B = random_operands(n, n, n)
-    C = cupy.empty((n, n), dtype=A.dtype)
+    A, B = random_operands(n, n, n, lv.dtypes[0])
+    C = cupy.empty((n, n), dtype=lv.out_dtype or A.dtype)
     from .launch import gemm
 
     t = time_gpu(lambda: gemm(A, B, lv, out=C, **params), budget_s=0.5, max_reps=20)
-    t_blas = time_gpu(lambda: cupy.matmul(A, B, out=C), budget_s=0.5, max_reps=20)
+    t_blas = time_gpu(lambda: cupy.matmul(A, B), budget_s=0.5, max_reps=20)
     flops = gemm_flops(n, n, n)
     tried.append({"label": " ".join(f"{k}={v}" for k, v in params.items()) + f" @ {n}",
                   "tflops": flops / t.median_ms / 1e9, "cublas_tflops": flops / t_blas.median_ms / 1e9})

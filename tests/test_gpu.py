@@ -75,3 +75,32 @@ def test_fused_epilogue_matches_unfused():
     ref = A.astype(cupy.float64) @ B.astype(cupy.float64) * 0.5 + bias
     C = gc.gemm(A, B, "06_fused_epilogue", bias=bias, alpha=0.5, activation="relu")
     assert gc.relative_error(C, cupy.maximum(ref, 0)) <= gc.tolerance("float32", 129)
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 70, reason="needs sm_70+")
+def test_wmma_level_on_odd_and_aligned_shapes():
+    for shape in ((1, 1, 1), (33, 65, 17), (127, 129, 131), (257, 520, 100)):
+        for params in ({}, {"BM": 128, "BN": 128}, {"BM": 32, "BN": 64}):
+            result = gc.check("09_wmma", *shape, **params)
+            assert result.passed, str(result)
+    for shape in ((16, 16, 16), (64, 48, 32), (512, 256, 1024)):
+        result = gc.check("09_wmma", *shape, staging="none")
+        assert result.passed, str(result)
+    A, B = gc.random_operands(33, 65, 17, "float16")
+    with pytest.raises(ValueError, match="multiples of 16"):
+        gc.gemm(A, B, "09_wmma", staging="none")
+
+
+def test_notebook_calls_measure_live_on_a_gpu():
+    """The promise 'with a GPU everything is measured live': the notebooks' calls, at small sizes."""
+    records = gc.notebook.performance("02_smem_tiling", sizes=(256, 512))
+    assert {r["level"] for r in records} == {"cublas", "02_smem_tiling"} and all(r["reps"] >= 5 for r in records)
+    bars = gc.notebook.compare([("01_naive", {}), ("08_warp_tiling", {})], size=512)
+    assert [r["level"] for r in bars] == ["cublas", "01_naive", "08_warp_tiling"]
+    assert len(gc.notebook.check_table("09_wmma", shapes=[(33, 65, 17)])) == 1
+    ladder = gc.notebook.ladder(sizes=(256,))
+    assert {r["level"] for r in ladder} >= {"01_naive", "08_warp_tiling", "cublas"}
+    tuned = gc.autotune.autotune("05_register_blocking", [256], configs=[{}, {"BM": 64, "BN": 64, "TM": 4, "TN": 4}])
+    assert len(tuned["table"]) == 2 and "256x256x256" in tuned["best"]
+    panel = gc.widgets.explorer("03_coalescing_banks", size=1024, sizes=(1024,))
+    assert panel.children  # built, and its first update measured live without raising
