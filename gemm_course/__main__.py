@@ -137,11 +137,11 @@ def cmd_summary(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return
-    print(f"{'level':<12} {'params':<40} {'size':>16} {'TFLOPS':>8} {'cuBLAS':>8} {'ratio':>7}  GPU, date")
+    print(f"{'level':<20} {'params':<44} {'dtype':<8} {'size':>16} {'TFLOPS':>8} {'cuBLAS':>8} {'ratio':>7}  GPU, date")
     for r in rows:
         size = f"{r['M']}×{r['N']}×{r['K']}"
         params = ",".join(f"{k}={v}" for k, v in r["params"].items())
-        print(f"{r['level']:<12} {params:<40} {size:>16} {r['tflops']:8.2f} {r['cublas_tflops']:8.2f} "
+        print(f"{r['level']:<20} {params:<44} {r['dtype']:<8} {size:>16} {r['tflops']:8.2f} {r['cublas_tflops']:8.2f} "
               f"{r['ratio_to_cublas']:7.1%}  {r['gpu']}, {r['date']}")
 
 

@@ -382,7 +382,7 @@ def multigpu_split_figure(pr: int = 2, pc: int = 4, panel: int = 0) -> go.Figure
     pastel = qualitative.Pastel
     scale = _discrete_scale([pastel[g % len(pastel)] for g in range(max(P, 2))])
     fig = make_subplots(rows=1, cols=2, column_widths=[0.3, 0.7], horizontal_spacing=0.12, subplot_titles=(
-        f"row split: GPU p owns rows of A and C, all of B · 按行划分：每个 GPU 持有整个 B",
+        "row split: GPU p owns rows of A and C, all of B · 按行划分：每个 GPU 持有整个 B",
         f"SUMMA on {pr}×{pc}: panel {panel} of A (blue) and B (red) · "
         f"SUMMA {pr}×{pc}：第 {panel} 个面板的广播"))
     fig.add_trace(go.Heatmap(
@@ -417,3 +417,108 @@ def multigpu_split_figure(pr: int = 2, pc: int = 4, panel: int = 0) -> go.Figure
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, showticklabels=False)
     fig.update_yaxes(title="grid row i · 行", row=1, col=2)
     return _base_layout(fig, f"one GEMM on {P} GPUs · {P} 个 GPU 上的一个 GEMM", 420)
+
+
+# --- Level 10: the m16n8 accumulator layout and the 16-byte-chunk swizzle --------------------------
+
+def mma_accumulator_owner(row: int, col: int) -> tuple[int, int]:
+    """(lane, register) holding element (row, col) of the 16×8 fp32 accumulator of mma.sync m16n8k16.
+
+    Lane = 4·(row mod 8) + col // 2 (groups of 4 lanes share a row); register = 2·(row // 8) + col mod 2,
+    so lane l holds rows l // 4 and l // 4 + 8, columns 2·(l mod 4) and the next one (as stored by
+    ``10_mma_pipeline.cu``).
+    """
+    if not (0 <= row < 16 and 0 <= col < 8):
+        raise ValueError(f"the m16n8 accumulator is 16×8; ({row}, {col}) is outside it")
+    return 4 * (row % 8) + col // 2, 2 * (row // 8) + col % 2
+
+
+def mma_accumulator_figure(lane: int = 5) -> go.Figure:
+    """The 16×8 accumulator tile of one mma.sync m16n8k16, each cell labelled with its lane and register.
+
+    One heatmap trace "accumulator": z = the register (0–3) that holds the element, text "lane/register";
+    the four elements of `lane` are outlined (one scatter trace named "lane").
+    """
+    if not 0 <= lane < WARP_SIZE:
+        raise ValueError(f"a warp has lanes 0..{WARP_SIZE - 1}, not {lane}")
+    owners = [[mma_accumulator_owner(r, c) for c in range(8)] for r in range(16)]
+    fig = go.Figure(go.Heatmap(
+        name="accumulator", z=[[reg for _, reg in row] for row in owners], zmin=0, zmax=3,
+        colorscale=_discrete_scale(_BLOCK_FILLS), showscale=False, xgap=2, ygap=2,
+        text=[[f"{ln}/{reg}" for ln, reg in row] for row in owners], texttemplate="%{text}",
+        hovertemplate="C[%{y}, %{x}]: lane / register %{text}<extra></extra>"))
+    mine = [(r, c) for r in range(16) for c in range(8) if owners[r][c][0] == lane]
+    fig.add_trace(go.Scatter(name="lane", x=[c for _, c in mine], y=[r for r, _ in mine], mode="markers",
+                             marker=dict(symbol="square-open", size=26, color=_HIT, line=dict(width=3)),
+                             hoverinfo="skip", showlegend=False))
+    fig.update_xaxes(title="column n · 列", dtick=1, showgrid=False, zeroline=False)
+    fig.update_yaxes(title="row m · 行", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
+    return _base_layout(fig, f"m16n8 accumulator: lane/register, lane {lane} outlined · "
+                             f"m16n8 累加器：线程/寄存器，框出线程 {lane}", 560)
+
+
+_CHUNKS_PER_ROW = {"A": 4, "B": 16}  # a stage's A tile is 128×32 halves, its B tile 32×128
+
+
+def chunk_position(operand: str, row: int, chunk: int, swizzled: bool = True) -> int:
+    """Where chunk `chunk` (16 bytes) of row `row` lies in Level 10's shared tile, in chunks from the start.
+
+    A rows hold 4 chunks and are swizzled chunk ^ ((row // 2) mod 4); B rows hold 16 and use
+    chunk ^ (row mod 8), as ``swizzle_a`` / ``swizzle_b`` in ``10_mma_pipeline.cu``.
+    """
+    if operand not in _CHUNKS_PER_ROW:
+        raise ValueError(f"operand must be 'A' or 'B', not {operand!r}")
+    per_row = _CHUNKS_PER_ROW[operand]
+    if not 0 <= chunk < per_row:
+        raise ValueError(f"a row of {operand} has chunks 0..{per_row - 1}, not {chunk}")
+    if swizzled:
+        chunk ^= ((row // 2) % 4) if operand == "A" else (row % 8)
+    return row * per_row + chunk
+
+
+def ldmatrix_ways(operand: str, chunk: int = 0, first_row: int = 0, swizzled: bool = True) -> int:
+    """The bank-conflict degree of one 8×8 matrix of an ldmatrix: chunk `chunk` of 8 consecutive rows.
+
+    Shared memory serves 128 bytes (32 banks of 4 bytes) per pass, that is 8 chunk slots of 16 bytes;
+    the degree is the largest number of the 8 chunks that fall in the same slot (1 = conflict-free).
+    """
+    slots = [chunk_position(operand, first_row + r, chunk, swizzled) % 8 for r in range(8)]
+    return max(slots.count(s) for s in set(slots))
+
+
+def chunk_swizzle_figure(operand: str = "B", chunk: int = 0) -> go.Figure:
+    """Level 10's shared tile of A or B, first 8 rows, without and with the XOR swizzle, side by side.
+
+    Traces "plain" and "swizzled": z[r][p] = the logical chunk stored at physical chunk p of row r, and
+    text = its 16-byte bank slot (p mod 8). Scatter traces "read plain" / "read swizzled" mark where
+    the 8 copies of logical chunk `chunk` lie, the 8 addresses one ldmatrix matrix reads; the subplot
+    titles give the conflict degree of that read (``ldmatrix_ways``).
+    """
+    from plotly.subplots import make_subplots
+
+    per_row = _CHUNKS_PER_ROW.get(operand)
+    if per_row is None:
+        raise ValueError(f"operand must be 'A' or 'B', not {operand!r}")
+    ways = {s: ldmatrix_ways(operand, chunk, 0, s) for s in (False, True)}
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=[
+        f"{'swizzled' if s else 'plain'}: {ways[s]}-way · {'异或重排' if s else '不重排'}：{ways[s]} 路"
+        for s in (False, True)])
+    for col, s in ((1, False), (2, True)):
+        z = [[0] * per_row for _ in range(8)]
+        for r in range(8):
+            for c in range(per_row):
+                z[r][chunk_position(operand, r, c, s) - r * per_row] = c
+        name = "swizzled" if s else "plain"
+        fig.add_trace(go.Heatmap(
+            name=name, z=z, zmin=0, zmax=per_row - 1, colorscale="Blues", showscale=False, xgap=2, ygap=2,
+            text=[[str(p % 8) for p in range(per_row)] for _ in range(8)], texttemplate="%{text}",
+            hovertemplate="row %{y}, position %{x}: chunk %{z}, slot %{text}<extra></extra>"), 1, col)
+        read = [chunk_position(operand, r, chunk, s) - r * per_row for r in range(8)]
+        fig.add_trace(go.Scatter(name=f"read {name}", x=read, y=list(range(8)), mode="markers",
+                                 marker=dict(symbol="square-open", size=22, color=_HIT, line=dict(width=3)),
+                                 hoverinfo="skip", showlegend=False), 1, col)
+    fig.update_xaxes(title="16-byte position in the row · 行内 16 字节位置", dtick=1, showgrid=False,
+                     zeroline=False)
+    fig.update_yaxes(title="row · 行", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
+    return _base_layout(fig, f"{operand} tile: where chunk {chunk} of 8 rows lies (text: bank slot) · "
+                             f"{operand} 分块：8 行的第 {chunk} 块所在位置（数字：存储体槽）", 420)

@@ -44,6 +44,12 @@ def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
                 or not out.flags.c_contiguous:
             raise ValueError(f"out must be a contiguous {xp.__name__}.ndarray of shape ({M}, {N}) "
                              f"and dtype {c_dtype}")
+    if lv.alignment:
+        for name, X in (("A", A), ("B", B), ("out", out)):
+            if X is not None and _address(X) % lv.alignment:
+                raise ValueError(f"level {lv.id} needs {name} to start on a {lv.alignment}-byte boundary; "
+                                 f"copy it first ({xp.__name__}.ascontiguousarray of a fresh array) "
+                                 "instead of passing an offset view")
     problems = lv.shape_rules(M, N, K, params)
     if problems:
         raise ValueError("; ".join(f"{en} / {zh}" for en, zh in problems))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 
@@ -71,6 +71,8 @@ class Level:
     out_dtype: Optional[str] = None
     # The source includes CUDA headers (cuda_fp16.h, mma.h): compile with the toolkit's include dirs.
     cuda_headers: bool = False
+    # > 0: A, B and C must start at addresses that are multiples of this many bytes (checked at launch).
+    alignment: int = 0
     # Preconditions on the problem itself, as (english, chinese) messages for the violated ones.
     shape_rules: Callable[[int, int, int, Mapping[str, Any]], list[tuple[str, str]]] = field(
         default=lambda M, N, K, p: [])
@@ -475,8 +477,40 @@ WMMA = Level(
     sweep=lambda p: True,
 )
 
+
+# --- Level 10: mma.sync, ldmatrix and a multi-stage cp.async pipeline -------------------------------
+
+def _mma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if K % 8 or N % 8:
+        return [(f"this kernel copies 16-byte chunks (8 halves), so K and N must be multiples of 8 (got "
+                 f"K={K}, N={N}); pad the matrices with zeros, or use 09_wmma with staging='shared'",
+                 f"该内核按 16 字节（8 个半精度数）拷贝，要求 K 和 N 都是 8 的倍数（当前 K={K}，N={N}）；"
+                 "请用 0 填充矩阵，或改用 staging='shared' 的 09_wmma")]
+    return []
+
+
+MMA_PIPELINE = Level(
+    id="10_mma_pipeline",
+    number=10,
+    title_en="mma.sync, ldmatrix and a cp.async pipeline",
+    title_zh="mma.sync、ldmatrix 与 cp.async 多级流水线",
+    source="10_mma_pipeline.cu",
+    params=(Param("stages", 3, (2, 3, 4), "shared-memory buffers in the cp.async pipeline (k-tiles in "
+                  "flight + 1)", "cp.async 流水线中的共享内存缓冲区数（在途的 k 分块数 + 1）"),),
+    kernel_name=lambda p: f"gemm_mma_pipeline<{p['stages']}>",
+    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, 128) * ceil_div(N, 128), 1, 1), block=(256, 1, 1),
+                                       dynamic_shared_bytes=p["stages"] * 16 * 1024),
+    dtypes=("float16",),
+    out_dtype="float32",
+    min_cc=80,
+    uses_tensor_cores=True,
+    alignment=16,
+    shape_rules=_mma_shape_rules,
+    showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}),
+)
+
 _LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,
-                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING, WMMA)
+                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING, WMMA, MMA_PIPELINE)
 
 
 def levels() -> tuple[Level, ...]:
@@ -492,13 +526,3 @@ def get_level(level: str | int | Level) -> Level:
         if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number):
             return lv
     raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}")
-
-
-def describe(levels_: Sequence[Level] | None = None) -> list[dict[str, Any]]:
-    """A plain table of the registry (for printing or a DataFrame)."""
-    return [
-        {"id": lv.id, "title_en": lv.title_en, "title_zh": lv.title_zh, "source": lv.source,
-         "params": {p.name: p.default for p in lv.params}, "dtypes": lv.dtypes,
-         "min_cc": f"sm_{lv.min_cc}"}
-        for lv in (levels_ or _LEVELS)
-    ]

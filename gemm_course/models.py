@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 # --- per-architecture limits -----------------------------------------------------------------------
 # From the CUDA C++ Programming Guide's "compute capabilities" tables. fp32_lanes is the number of
@@ -165,10 +165,6 @@ def spec_from_properties(props: Mapping[str, object]) -> GpuSpec:
 def roofline(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> float:
     """Attainable TFLOPS at an arithmetic intensity: min(peak, bandwidth × intensity)."""
     return min(peak_tflops, bandwidth_gbs * intensity / 1e3)
-
-
-def lookup_gpu(name: Optional[str]) -> Optional[GpuSpec]:
-    return KNOWN_GPUS.get(name or "")
 
 
 # --- warp access patterns: sectors (global memory) and banks (shared memory) -------------------------

@@ -199,13 +199,10 @@ def bank_figure(access: Any, title: str = "") -> go.Figure:
     Lanes that read the same word share one access (a broadcast); lanes that need different words
     of one bank are served one after another: the tallest column is the conflict degree.
     """
-    per_bank = access.words_per_bank
-    first_lane: dict[int, int] = {}
     passes = []  # which pass serves each lane: the rank of its word among its bank's words
-    for lane, word in zip(access.lanes, access.words):
+    for word in access.words:
         bank_words = sorted({w for w in access.words if w % 32 == word % 32})
         passes.append(bank_words.index(word) + 1)
-        first_lane.setdefault(word, lane)
     fig = go.Figure(go.Scatter(
         x=list(access.banks), y=list(access.lanes), mode="markers",
         marker=dict(size=13, color=passes, colorscale="Reds", cmin=1, cmax=max(2, access.degree),

@@ -80,7 +80,10 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
     C = cupy.empty((n, n), dtype=lv.out_dtype or A.dtype)
     from .launch import gemm
 
-    t = time_gpu(lambda: gemm(A, B, lv, out=C, **params), budget_s=0.5, max_reps=20)
+    run, C_initial = launch_kwargs(lv, params, n, n, cupy)
+    if C_initial is not None:
+        C[...] = C_initial
+    t = time_gpu(lambda: gemm(A, B, lv, out=C, **run), budget_s=0.5, max_reps=20)
     t_blas = time_gpu(lambda: cupy.matmul(A, B), budget_s=0.5, max_reps=20)
     flops = gemm_flops(n, n, n)
     tried.append({"label": " ".join(f"{k}={v}" for k, v in params.items()) + f" @ {n}",
@@ -88,6 +91,17 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
     print(f"{n}³: {t.median_ms:.3f} ms ({tried[-1]['tflops']:.2f} TFLOPS), cuBLAS {t_blas.median_ms:.3f} ms "
           f"({tried[-1]['cublas_tflops']:.2f} TFLOPS): {t_blas.median_ms / t.median_ms:.1%} of cuBLAS")
     show(sweep_bar_figure(tried, title=f"{lv.id}: settings tried in this session · 本次会话尝试过的设置"))
+
+
+def launch_kwargs(lv: Level, params: dict[str, Any], M: int, N: int, xp: Any) -> tuple[dict[str, Any], Any]:
+    """gemm() keyword arguments for a setting: an epilogue level also needs a bias vector, alpha and
+    beta (and, when it accumulates, an initial C, returned second; else None)."""
+    if not lv.epilogue:
+        return dict(params), None
+    from .check import epilogue_inputs
+
+    extra, C_initial, _ = epilogue_inputs(params, xp.zeros((M, N)), lv.dtypes[0], xp)
+    return {**params, **extra}, C_initial
 
 
 def _show_recorded(lv: Level, params: dict[str, Any]) -> None:

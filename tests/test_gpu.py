@@ -104,3 +104,17 @@ def test_notebook_calls_measure_live_on_a_gpu():
     assert len(tuned["table"]) == 2 and "256x256x256" in tuned["best"]
     panel = gc.widgets.explorer("03_coalescing_banks", size=1024, sizes=(1024,))
     assert panel.children  # built, and its first update measured live without raising
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
+def test_mma_pipeline_level_correct_and_preconditions_enforced():
+    for shape in ((1, 8, 8), (33, 64, 40), (127, 136, 264), (257, 520, 1000), (1000, 8, 16), (300, 1024, 2048)):
+        for stages in (2, 3, 4):
+            result = gc.check("10_mma_pipeline", *shape, stages=stages)
+            assert result.passed, str(result)
+    A, B = gc.random_operands(33, 65, 17, "float16")
+    with pytest.raises(ValueError, match="multiples of 8"):
+        gc.gemm(A, B, "10_mma_pipeline")
+    _, buf = gc.random_operands(1, 64 * 64 + 8, 1, "float16")
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        gc.gemm(buf.ravel()[1:64 * 64 + 1].reshape(64, 64), buf.ravel()[:64 * 64].reshape(64, 64), "10_mma_pipeline")

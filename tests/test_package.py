@@ -193,8 +193,6 @@ def test_report_command_without_gpu():
 
 def test_show_emits_html_that_draws_with_plotly(capsys):
     import plotly.graph_objects as go
-    from IPython.core.formatters import DisplayFormatter  # noqa: F401  (IPython is a dependency)
-
     html = gc.plots.figure_html(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
     assert "Plotly.newPlot" in html and 'class="gemm-figure"' in html
 
@@ -283,3 +281,20 @@ def test_levels_2_to_4_prose_numbers_come_from_the_recorded_file():
     for tile in (8, 16):
         cp = _tf("04_double_buffering", 4096, tile=tile, copy="cp_async")
         assert f"{cp:.2f}" in prose4 and f"{cp / _tf('02_smem_tiling', 4096, tile=tile) - 1:.0%}".replace("-", "−") in prose4
+
+
+def test_widget_launch_kwargs_run_every_epilogue_setting():
+    """The explorer's live path passes an epilogue level what gemm() needs (checked on the CPU backend)."""
+    import numpy as np
+
+    from gemm_course.widgets import launch_kwargs
+
+    lv = gc.get_level("06_fused_epilogue")
+    A, B = gc.random_operands(33, 40, 17, xp=np)
+    for setting in lv.showcase:
+        params = lv.resolve(**setting)
+        run, C_initial = launch_kwargs(lv, params, 33, 40, np)
+        C = C_initial if C_initial is not None else np.empty((33, 40), np.float32)
+        gc.gemm(A, B, lv, out=C, backend="cpu", **run)
+        assert np.isfinite(C).all()
+    assert launch_kwargs(gc.get_level("01_naive"), {"mapping": "cols"}, 4, 4, np) == ({"mapping": "cols"}, None)

@@ -164,7 +164,7 @@ def test_level6_prose_numbers_come_from_the_recorded_file():
         f"{k128['fused_ms']:.2f} ms against {k128['cublas_unfused_ms']:.2f} ms, and {k64['fused_ms']:.2f} ms against "
         f"{k64['cublas_unfused_ms']:.2f} ms",
         f"the two kernels add {k128['unfused_ms'] - k128['gemm_only_ms']:.2f} ms to a {k128['gemm_only_ms']:.2f} ms GEMM",
-        f"1024 at $K = 8192$, 16 at $K = 128$, 8 at $K = 64$",
+        "1024 at $K = 8192$, 16 at $K = 128$, 8 at $K = 64$",
         f"to {k64['unfused_ms'] / k64['fused_ms']:.2f} times at $K = 64$",
         f"(the fused kernel was {big['fused_ms'] / big['unfused_ms'] - 1:.1%} slower) and is "
         f"{k128['unfused_ms'] / k128['fused_ms']:.2f} to {k64['unfused_ms'] / k64['fused_ms']:.2f} times faster",

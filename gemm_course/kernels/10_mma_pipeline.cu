@@ -1,0 +1,156 @@
+// Level 10 — Tensor Cores without the WMMA wrapper: mma.sync + ldmatrix + a multi-stage cp.async
+// pipeline, with an XOR-swizzled shared layout. fp16 inputs, fp32 accumulation, fp32 C. sm_80+.
+//
+// Block tile 128×128, k-tile 32, 8 warps as 2 (m) × 4 (n); each warp owns a 64×32 tile of C as
+// 4 × 4 mma tiles of 16×8 (m16n8k16: one instruction multiplies a 16×16 piece of A by a 16×8 piece
+// of B). Per 16-deep k-step a warp issues 4 ldmatrix.x4 for A, 2 ldmatrix.x4.trans for B and
+// 16 mma.sync.
+//
+//   global ──cp.async 16 B──▶ shared stage s ──ldmatrix──▶ registers ──mma.sync──▶ accumulators
+//            (no registers,      (STAGES buffers:          (one instruction
+//             zero-fill past     tiles kt+1 … kt+STAGES-1   loads a warp's
+//             the edges)         are in flight while        8×8 matrices)
+//                                tile kt is computed)
+//
+// Shared layout and swizzle. A stage holds A as 128 rows × 32 halves (4 chunks of 16 B per row)
+// and B as 32 rows (k) × 128 halves (16 chunks per row). ldmatrix reads one 16-byte chunk from each
+// of 8 consecutive rows at once. Unswizzled, those 8 chunks would sit 64 B (A) or 256 B (B) apart
+// and share banks (4-way and 8-way conflicts). Storing chunk c of row r at position
+//     A: c ^ ((r / 2) % 4)          B: c ^ (r % 8)
+// puts the 8 chunks of any such read in 8 different 16-byte bank groups, conflict-free; the copy
+// in and the ldmatrix out apply the same function, so the permutation is invisible to the math.
+//
+// Preconditions (the launcher checks them): K and N multiples of 8 and 16-byte aligned pointers,
+// so every 16-byte chunk is wholly inside or outside its matrix. M is free. Out-of-range chunks are
+// zero-filled by cp.async (source size 0); only elements inside C are stored.
+
+#define MMA_BM 128
+#define MMA_BN 128
+#define MMA_BK 32
+#define MMA_THREADS 256
+
+__device__ __forceinline__ unsigned smem_address(const void* p)
+{
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ int swizzle_a(int row, int chunk) { return row * 4 + (chunk ^ ((row >> 1) & 3)); }
+__device__ __forceinline__ int swizzle_b(int row, int chunk) { return row * 16 + (chunk ^ (row & 7)); }
+
+template <int STAGES>
+__global__ void __launch_bounds__(MMA_THREADS, 2)
+gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
+                  float* __restrict__ C, int M, int N, int K)
+{
+    extern __shared__ __align__(128) unsigned char smem[];
+    // Stage s: A chunks [s][128 × 4], then B chunks [s][32 × 16]; a chunk is 16 bytes (uint4).
+    uint4* const a_chunks = reinterpret_cast<uint4*>(smem);
+    uint4* const b_chunks = a_chunks + STAGES * MMA_BM * 4;
+
+    // Grouped block order for L2 reuse (as in Level 8).
+    const int tiles_m = (M + MMA_BM - 1) / MMA_BM, tiles_n = (N + MMA_BN - 1) / MMA_BN;
+    const int per_group = 8 * tiles_n;
+    const int first_m = (blockIdx.x / per_group) * 8;
+    const int group_rows = min(tiles_m - first_m, 8);
+    const int row0 = (first_m + (blockIdx.x % per_group) % group_rows) * MMA_BM;
+    const int col0 = ((blockIdx.x % per_group) / group_rows) * MMA_BN;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;  // this warp's 64×32 tile
+
+    // Issue the copies of k-tile kt into stage s: 512 A chunks and 512 B chunks, 2 + 2 per thread.
+    auto load_tile = [&](int kt, int s) {
+        const int k0 = kt * MMA_BK;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int e = tid + i * MMA_THREADS;
+            const int r = e / 4, c = e % 4;  // A: row r of the tile, chunk c (8 halves of k)
+            const bool ok = row0 + r < M && k0 + c * 8 < K;
+            const unsigned short* src = ok ? A + (size_t)(row0 + r) * K + k0 + c * 8 : A;
+            cp_async_16(smem_address(a_chunks + s * MMA_BM * 4 + swizzle_a(r, c)), src, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int e = tid + i * MMA_THREADS;
+            const int r = e / 16, c = e % 16;  // B: row r (k) of the tile, chunk c (8 halves of n)
+            const bool ok = k0 + r < K && col0 + c * 8 < N;
+            const unsigned short* src = ok ? B + (size_t)(k0 + r) * N + col0 + c * 8 : B;
+            cp_async_16(smem_address(b_chunks + s * MMA_BK * 16 + swizzle_b(r, c)), src, ok);
+        }
+    };
+
+    float acc[4][4][4];  // [m16 tile][n8 tile][fragment element]
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
+
+    const int tiles_k = (K + MMA_BK - 1) / MMA_BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {  // fill the pipeline
+        if (s < tiles_k) load_tile(s, s);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+
+    for (int kt = 0; kt < tiles_k; ++kt) {
+        // Tile kt has landed once at most STAGES-2 newer groups are still in flight.
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
+        __syncthreads();  // everyone's copies of tile kt are visible; everyone is done with kt-1
+        const int next = kt + STAGES - 1;  // refill the stage that tile kt-1 used
+        if (next < tiles_k) load_tile(next, next % STAGES);
+        asm volatile("cp.async.commit_group;\n" ::);  // an empty group keeps the count uniform
+
+        const int s = kt % STAGES;
+        const uint4* as = a_chunks + s * MMA_BM * 4;
+        const uint4* bs = b_chunks + s * MMA_BK * 16;
+#pragma unroll
+        for (int kk = 0; kk < MMA_BK; kk += 16) {
+            unsigned a[4][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {  // A 16×16: lanes 0-15 rows at k chunk 0, lanes 16-31 at chunk 1
+                const int r = wm + i * 16 + lane % 16, c = kk / 8 + lane / 16;
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3])
+                             : "r"(smem_address(as + swizzle_a(r, c))));
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {  // B 16(k)×16(n), transposed: two n8 tiles per ldmatrix
+                const int r = kk + lane % 16, c = (wn + j * 16) / 8 + lane / 16;
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(b[2 * j][0]), "=r"(b[2 * j][1]), "=r"(b[2 * j + 1][0]), "=r"(b[2 * j + 1][1])
+                             : "r"(smem_address(bs + swizzle_b(r, c))));
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                                 : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                                 : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]),
+                                   "r"(b[j][0]), "r"(b[j][1]));
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+
+    // Accumulator layout of m16n8: lane holds rows g and g+8 (g = lane / 4), columns 2·(lane % 4) + {0, 1}.
+    const int g = lane / 4, q = (lane % 4) * 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row0 + wm + i * 16 + g + h * 8, c = col0 + wn + j * 8 + q;
+                if (r < M && c < N)  // N is a multiple of 8 and c is even: c + 1 < N too
+                    *reinterpret_cast<float2*>(C + (size_t)r * N + c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            }
+}
