@@ -259,20 +259,16 @@ def instruction_mix(level: str | int | Level, arch: str = "sm_90", **params: Any
     Disassembled here with nvdisasm (no GPU needed); if no disassembler is installed, the mix
     recorded with the H200 results is shown instead.
     """
-    from .sass import disassemble, find_disassembler, instruction_mix as mix_of, memory_summary
+    from .sass import kernel_mix, memory_summary
 
     lv = get_level(level)
     p = lv.resolve(**params)
-    if find_disassembler():
-        summary = memory_summary(mix_of(disassemble(lv, arch=arch, **p)))
-        where = f"disassembled here for {arch}"
-    else:
-        rec = [s for f in results.recorded_files() for s in results.load(f).get("sass", [])
-               if s["level"] == lv.id and s["params"] == p]
-        if not rec:
-            print("No disassembler here and no recorded instruction mix for this setting.")
-            return {}
-        summary, where = memory_summary(rec[0]["mix"]), f"recorded for {rec[0]['arch']}"
+    try:
+        mix, where = kernel_mix(lv, arch, **p)
+    except KeyError as err:
+        print(err.args[0])
+        return {}
+    summary = memory_summary(mix)
     print(f"{lv.kernel_name(p)} ({where}): " + ", ".join(f"{k} × {v}" for k, v in summary.items()))
     return summary
 

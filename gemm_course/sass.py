@@ -75,3 +75,19 @@ def memory_summary(mix: dict[str, int]) -> dict[str, int]:
         elif base in ("FFMA", "BAR", "HMMA", "HGMMA", "LDSM"):
             out[base] += n
     return dict(sorted(out.items()))
+
+
+def kernel_mix(level: str | int | Level, arch: str = "sm_90", **params: Any) -> tuple[dict[str, int], str]:
+    """A kernel's full instruction mix and where it came from: disassembled here when a
+    disassembler is installed, else the mix recorded with the H200 results (KeyError if neither)."""
+    from . import results
+
+    lv = get_level(level)
+    p = lv.resolve(**params)
+    if find_disassembler():
+        return instruction_mix(disassemble(lv, arch=arch, **p)), f"disassembled here for {arch}"
+    for path in results.recorded_files():
+        for rec in results.load(path).get("sass", []):
+            if rec["level"] == lv.id and rec["params"] == p:
+                return rec["mix"], f"recorded for {rec['arch']}"
+    raise KeyError(f"no disassembler here and no recorded instruction mix for {lv.id} {p}")

@@ -3,8 +3,8 @@ reports and the disassembly (no GPU needed)."""
 from pathlib import Path
 
 import gemm_course as gc
+from gemm_course.sass import kernel_mix, memory_summary
 from gemm_course import results
-from gemm_course.sass import find_disassembler
 from test_package import _english_prose  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,15 +28,8 @@ def _sweep():
 
 def _mix(full=False, **p):
     """The memory summary (or with full=True the whole instruction mix) for sm_90."""
-    lv = gc.get_level(L9)
-    pr = lv.resolve(**p)
-    if find_disassembler():
-        from gemm_course.sass import disassemble, instruction_mix, memory_summary
-        mix = instruction_mix(disassemble(lv, arch="sm_90", **pr))
-        return mix if full else memory_summary(mix)
-    rec = next(s for f in results.recorded_files() for s in results.load(f).get("sass", [])
-               if s["level"] == lv.id and s["params"] == pr)
-    return rec["mix"] if full else rec["summary"]
+    mix, _ = kernel_mix(L9, "sm_90", **p)
+    return mix if full else memory_summary(mix)
 
 
 def _assert_all(claims, prose):
