@@ -143,8 +143,11 @@ def sweep_figure(records: Sequence[Mapping[str, Any]], x: str, y: str, by: Optio
         buttons = [dict(label=", ".join(f"{b}={v}" for b, v in zip(by_names, g)), method="update",
                         args=[{"visible": [i == gi for i in range(len(groups))]}])
                    for gi, g in enumerate(groups)]
-        fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.15)])
+        fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.0, yanchor="bottom",
+                                            pad=dict(b=28))])
     fig = _layout(fig, title, x, y)
+    if by_names and len(groups) > 1:  # room above the plot for the title, the menu and the subtitle
+        fig.update_layout(margin=dict(t=120), title=dict(y=0.97))
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")
     if subtitle:

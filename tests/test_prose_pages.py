@@ -167,3 +167,14 @@ def test_quoted_numbers_match_recorded(page: str) -> None:
 def test_english_cells_found() -> None:
     for page in PAGES:
         assert len(english(page)) > 1000
+
+
+def test_ladder_tensor_core_paragraph_numbers() -> None:
+    text = english("ladder.md")
+    wmma = rec("09_wmma", 8192, staging="shared", BM=64, BN=64)
+    mma = rec("10_mma_pipeline", 8192, stages=4)
+    best_fp32 = rec("08_warp_tiling", 8192, **get_level("08_warp_tiling").defaults)
+    for claim in (f"reaches {wmma['tflops']:.2f} TFLOPS, {wmma['ratio_to_cublas']:.1%} of cuBLAS fp16",
+                  f"reaches {mma['tflops']:.2f} TFLOPS, {mma['ratio_to_cublas']:.1%}",
+                  f"already {mma['tflops'] / best_fp32['tflops']:.1f} times the best fp32 kernel"):
+        assert claim in text, claim
