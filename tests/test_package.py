@@ -213,6 +213,12 @@ def _english_prose(notebook: Path) -> str:
                      if "lang-en" in c.get("metadata", {}).get("tags", []))
 
 
+def assert_prose_says(claims, prose: str) -> None:
+    """Every claim (a number formatted from the recorded files) appears verbatim in the prose."""
+    for claim in claims:
+        assert claim in prose, f"the prose should say {claim!r}"
+
+
 def test_level1_prose_numbers_come_from_the_recorded_file():
     prose = _english_prose(ROOT / "notebooks" / "01_naive.ipynb")
     cols = {n: results.find("01_naive", n, mapping="cols", block_x=32, block_y=8) for n in (1024, 4096, 8192)}

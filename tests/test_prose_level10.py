@@ -6,7 +6,7 @@ import gemm_course as gc
 from gemm_course.sass import kernel_mix, memory_summary
 from gemm_course import diagrams, results
 from gemm_course.sass import find_disassembler
-from test_package import _english_prose  # tests/ is on sys.path (rootdir-less test modules)
+from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
 NB = ROOT / "notebooks" / "10_mma_pipeline.ipynb"
@@ -26,11 +26,6 @@ def _mix(full=False, **p):
     """The memory summary (or with full=True the whole instruction mix) for sm_90."""
     mix, _ = kernel_mix(L10, "sm_90", **p)
     return mix if full else memory_summary(mix)
-
-
-def _assert_all(claims, prose):
-    for claim in claims:
-        assert claim in prose, f"the prose should say {claim!r}"
 
 
 def test_level10_recorded_numbers():
@@ -78,7 +73,7 @@ def test_level10_recorded_numbers():
     claims += [f"At K = 8192 the bound is {tol:.1e}",
                f"relative error of {errs.pop()} for all {len(s8)} stage counts at 8192³",
                f"cuBLAS, which returns fp16, measured {b8['relative_error']:.1e}"]
-    _assert_all(claims, prose)
+    assert_prose_says(claims, prose)
 
 
 def test_level10_edge_shapes_quoted_are_the_gpu_tests():
@@ -131,7 +126,7 @@ def test_level10_compile_and_sass_numbers():
                f"`LDS.32`, {m['LDS.32']} of them at 4 stages",
                f"issues {per_kstep_mma} `mma.sync` per {m['LDSM'] // 2} `ldmatrix`"]
     assert l9["HMMA"] == 2 * l9["LDSM"]
-    _assert_all(claims, prose)
+    assert_prose_says(claims, prose)
 
 
 def _mix_l9():
@@ -169,4 +164,4 @@ def test_level10_figures():
         fig = diagrams.chunk_swizzle_figure(op)
         assert [a.text.split(" · ")[0] for a in fig.layout.annotations[:2]] == [f"plain: {plain}-way", "swizzled: 1-way"]
     prose = _english_prose(NB)
-    _assert_all(["a 4-way conflict", "all 8 land in the same slot: 8-way"], prose)
+    assert_prose_says(["a 4-way conflict", "all 8 land in the same slot: 8-way"], prose)

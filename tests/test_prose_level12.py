@@ -8,7 +8,7 @@ from gemm_course import diagrams, results
 from gemm_course.check import tolerance
 from gemm_course.models import row_split_cost, summa_cost
 from gemm_course.multigpu import grid_shape
-from test_package import _english_prose  # tests/ is on sys.path (rootdir-less test modules)
+from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "gemm_course" / "results"
@@ -35,24 +35,19 @@ def prose():
     return _english_prose(ROOT / "notebooks" / "12_multi_gpu.ipynb")
 
 
-def _assert_all(claims, prose):
-    for claim in claims:
-        assert claim in prose, f"the Level 12 prose should say {claim!r}"
-
-
 def test_recorded_hardware(prose):
     prov = results.load(RESULTS / "h200x2_12_multigpu_cublas.json")["provenance"]
     assert prov["gpus_visible"] == 2 and prov["gpu"] == "NVIDIA H200"
     assert {r["gpus"] for r in CUBLAS + LEVEL8} == {1, 2}  # 4 and 8 GPUs: model only
-    _assert_all([f"The recorded runs used {prov['gpus_visible']} NVIDIA H200 GPUs"], prose)
+    assert_prose_says([f"The recorded runs used {prov['gpus_visible']} NVIDIA H200 GPUs"], prose)
     assert [grid_shape(p) for p in (2, 4, 8)] == [(1, 2), (2, 2), (2, 4)]
-    _assert_all(["1×2 for 2 GPUs, 2×2 for 4, 2×4 for 8"], prose)
+    assert_prose_says(["1×2 for 2 GPUs, 2×2 for 4, 2×4 for 8"], prose)
 
 
 def test_correctness_numbers(prose):
     e = lambda r: f"{r['relative_error']:.1e}"  # noqa: E731
     assert all(r["passed"] for r in CUBLAS + LEVEL8)
-    _assert_all([
+    assert_prose_says([
         f"tolerance ({tolerance('float32', 8192):.1e} at 8192³, {tolerance('float32', 16384):.1e} at 16384³)",
         f"row split with cuBLAS at 8192³: {e(_row(CUBLAS, 'row split', 1, 8192))} on 1 GPU and "
         f"{e(_row(CUBLAS, 'row split', 2, 8192))} on 2 GPUs",
@@ -71,7 +66,7 @@ def test_measured_scaling(prose):
          for n in (8192, 16384) if not (s == "SUMMA" and p == 1)}
     one8, one16 = c["row split", 1, 8192], c["row split", 1, 16384]
     l1, l2, ls = (_row(LEVEL8, s, p, 16384)["tflops"] for s, p in (("row split", 1), ("row split", 2), ("SUMMA", 2)))
-    _assert_all([
+    assert_prose_says([
         f"one H200 runs 8192³ at {one8:.2f} TFLOPS and 16384³ at {one16:.2f} TFLOPS",
         f"the row split reaches {c['row split', 2, 8192]:.2f} TFLOPS at 8192³ ({c['row split', 2, 8192] / one8:.2f} times "
         f"one GPU) and {c['row split', 2, 16384]:.2f} TFLOPS at 16384³ ({c['row split', 2, 16384] / one16:.2f} times)",
@@ -94,7 +89,7 @@ def test_model_against_measurement(prose):
     r8 = row_split_cost(8192, 8192, 8192, 2, _row(CUBLAS, "row split", 1, 8192)["tflops"],
                         _row(CUBLAS, "row split", 2, 8192)["link_gbs"])
     assert abs(two["median_ms"] / (rc.time_s() * 1e3) - 1) < 0.01  # "within 1% of its model"
-    _assert_all([
+    assert_prose_says([
         "which measured {:.1f} GB/s, {:.1f} GB/s and {:.1f} GB/s in the three recorded runs".format(*links),
         f"With $R$ = {one['tflops']:.2f} TFLOPS and the {two['link_gbs']:.1f} GB/s measured in the same run",
         f"the model gives {rc.compute_s * 1e3:.1f} ms of compute and {rc.bytes_per_gpu / 1e9:.2f} GB over the link in "
@@ -115,7 +110,7 @@ def test_model_against_measurement(prose):
     assert abs(_tflops(n, rc, overlap=True) - 2 * one["tflops"]) < 1e-9  # "exactly twice one GPU"
     assert sp["gather C"] > ph["gather C"] and sc.time_s() < rc.time_s()  # "more than the row split's", "less than"
     # "B alone is 1.07 GB"
-    _assert_all([f"B alone is {4 * n * n / 1e9:.2f} GB; on 2 GPUs GPU 0 moves {rc.bytes_per_gpu / 1e9:.2f} GB in all",
+    assert_prose_says([f"B alone is {4 * n * n / 1e9:.2f} GB; on 2 GPUs GPU 0 moves {rc.bytes_per_gpu / 1e9:.2f} GB in all",
                  "an NCCL broadcast of 512 MiB"], prose)
 
 
@@ -129,7 +124,7 @@ def test_model_on_paper(prose):
     tf = lambda c: f"{_tflops(n, c):.1f}"  # noqa: E731
     assert len({gb(sm[P, link]) for P in (2, 4, 8)}) == 1  # SUMMA's traffic stays the same
     assert _tflops(n, row[8, NETWORK_GBS]) < _tflops(n, row[4, NETWORK_GBS]) < _tflops(n, row[2, NETWORK_GBS])
-    _assert_all([
+    assert_prose_says([
         f"At 16384³ that is {gb(sm[2, link])} per GPU on a 1×2 grid, and again {gb(sm[4, link])} on 2×2 and on 2×4",
         f"the first recorded link measurement ({link:.1f} GB/s, the one the chart uses)",
         f"at {NETWORK_GBS:.0f} GB/s per GPU",

@@ -5,7 +5,7 @@ from pathlib import Path
 import gemm_course as gc
 from gemm_course.sass import kernel_mix, memory_summary
 from gemm_course import results
-from test_package import _english_prose  # tests/ is on sys.path (rootdir-less test modules)
+from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
 L8, L9 = "08_warp_tiling", "09_wmma"
@@ -30,11 +30,6 @@ def _mix(full=False, **p):
     """The memory summary (or with full=True the whole instruction mix) for sm_90."""
     mix, _ = kernel_mix(L9, "sm_90", **p)
     return mix if full else memory_summary(mix)
-
-
-def _assert_all(claims, prose):
-    for claim in claims:
-        assert claim in prose, f"the prose should say {claim!r}"
 
 
 def test_level9_recorded_numbers():
@@ -83,7 +78,7 @@ def test_level9_recorded_numbers():
     assert blas["relative_error"] > tol
     claims += [f"At K = 8192 that bound is {tol:.1e}", f"relative error of {errs.pop()} for every setting at 8192³",
                f"its relative error is {blas['relative_error']:.1e}"]
-    _assert_all(claims, prose)
+    assert_prose_says(claims, prose)
 
 
 def test_level9_compile_and_sass_numbers():
@@ -117,4 +112,4 @@ def test_level9_compile_and_sass_numbers():
     claims += [f"holds {m['HMMA']} `HMMA`", f"compile to {m['LDSM']} `LDSM`", f"The {m['BAR']} `BAR` are",
                f"through {d['LDG.32']} four-byte `LDG.32` for {d['HMMA']} `HMMA`",
                f"transposed in registers by {movm} `MOVM` instructions"]
-    _assert_all(claims, prose)
+    assert_prose_says(claims, prose)

@@ -8,7 +8,7 @@ import pytest
 import gemm_course as gc
 from gemm_course import diagrams, results
 from gemm_course.sass import find_disassembler
-from test_package import _english_prose  # tests/ is on sys.path (rootdir-less test modules)
+from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
 L5, L7, L8 = "05_register_blocking", "07_vectorized", "08_warp_tiling"
@@ -40,11 +40,6 @@ def _mix(level, **p):
                 if s["level"] == lv.id and s["params"] == pr)
 
 
-def _assert_all(claims, prose):
-    for claim in claims:
-        assert claim in prose, f"the prose should say {claim!r}"
-
-
 def test_level7_prose_numbers():
     prose = _english_prose(ROOT / "notebooks" / "07_vectorized.ipynb")
     l5, l7, l7b = _rec(L5, 8192), _rec(L7, 8192), _rec(L7, 8192, BK=16)
@@ -72,20 +67,20 @@ def test_level7_prose_numbers():
     claims.append("claims {:.0%}, {:.0%} and {:.0%} of cuBLAS".format(
         *(results.SEED_CLAIMS[i] for i in ("05_register_blocking", "06_fused_epilogue", "07_vectorized"))))
     claims.append("about {}, {} and {} on an H200".format(*SEED_AS_WRITTEN_ON_H200))
-    _assert_all(claims, prose)
+    assert_prose_says(claims, prose)
     # per k-tile copies of the default setting: 128×8 floats of A (and 8×128 of B) over 256 threads
     p = gc.get_level(L7).resolve()
     threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
     per_thread = p["BM"] * p["BK"] // threads
-    _assert_all([f"holds {p['BM'] * p['BK']} floats", f"copies {per_thread} floats of each",
+    assert_prose_says([f"holds {p['BM'] * p['BK']} floats", f"copies {per_thread} floats of each",
                  f"{2 * per_thread} four-byte global loads in Level 5, {2 * per_thread // 4} sixteen-byte",
                  f"`BK = {p['BK']}` and {threads} threads"], prose)
     r5, r7 = gc.compile_report(L5, arch="sm_90"), gc.compile_report(L7, arch="sm_90")
     assert r7.spill_store_bytes == r7.spill_load_bytes == 0 and r7.occupancy.blocks_per_sm == 2
     assert gc.compile_report(L7, arch="sm_90", BK=16).registers <= r7.registers
-    _assert_all([f"{r7.registers} registers per thread against Level 5's {r5.registers}"], prose)
+    assert_prose_says([f"{r7.registers} registers per thread against Level 5's {r5.registers}"], prose)
     m5, m7 = _mix(L5), _mix(L7)
-    _assert_all([f"{m5['LDG.32']} `LDG.32`, {m5['STG.32']} `STG.32`", f"{m7['LDG.128']} `LDG.128`, {m7['STG.128']} `STG.128`",
+    assert_prose_says([f"{m5['LDG.32']} `LDG.32`, {m5['STG.32']} `STG.32`", f"{m7['LDG.128']} `LDG.128`, {m7['STG.128']} `STG.128`",
                  f"from {m5['STG.32']} instructions to {m7['STG.128']}", f"{m7['FFMA']} `FFMA` against {m7['LDS.128']} `LDS.128`",
                  f"takes {m7['STG.128']} instructions instead of {m5['STG.32']}"], prose)
     assert m5["FFMA"] == m7["FFMA"] and m5["LDS.128"] == m7["LDS.128"]
@@ -155,7 +150,7 @@ def test_level8_prose_numbers():
                f"({m['LDL.32']} `LDL.32`, {m['LDL.64']} `LDL.64`, {m['STL.32']} `STL.32`, {m['STL.64']} `STL.64`)",
                f"{m['LDS.128'] // per_k} loads per {m['FFMA'] // per_k} FMAs"]
     assert not any(k.startswith(("LDL", "STL")) for k in _mix(L8, min_blocks=1))
-    _assert_all(claims, prose)
+    assert_prose_says(claims, prose)
 
 
 def test_warp_tiling_figure_assigns_each_element_once():
