@@ -29,8 +29,8 @@ def _html(en: str, zh: str) -> Any:
 def status() -> Any:
     """Say what this runtime will do: measure live on a GPU, or show recorded results."""
     files = results.recorded_files()
-    recorded_on = sorted({results.load(f)["provenance"]["gpu"] + ", " + results.load(f)["provenance"]["date"][:10]
-                          for f in files})
+    provs = [results.load(f)["provenance"] for f in files]
+    recorded_on = sorted({f"{p['gpu']}, {p['date'][:10]}" for p in provs})
     rec = "; ".join(recorded_on) or "none"
     if device.gpu_available():
         name, arch = html.escape(device.gpu_name() or "?"), device.arch()
