@@ -52,7 +52,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
     configs = [parse_config(c) for c in args.config]
     if not configs:
         raise SystemExit("name at least one --config LEVEL[:name=value,...]")
-    bench(configs, [parse_size(s) for s in args.sizes.split(",")], out=args.out)
+    bench(configs, [parse_size(s) for s in args.sizes.split(",")], out=args.out, dtype=args.dtype)
 
 
 SWEEP_TIMING = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}  # many configurations: shorter runs
@@ -97,7 +97,8 @@ def sass_record(level: str, params: dict) -> dict:
     from . import device
     from .sass import disassemble, instruction_mix, memory_summary
 
-    arch = device.arch()
+    lv = get_level(level)
+    arch = f"sm_{lv.min_cc}a" if lv.arch_specific else device.arch()  # what disassemble() builds
     mix = instruction_mix(disassemble(level, arch=arch, **params))
     return {"level": level, "params": params, "arch": arch, "summary": memory_summary(mix), "mix": mix}
 
@@ -162,7 +163,7 @@ def cmd_multigpu(args: argparse.Namespace) -> None:
 def cmd_levels(args: argparse.Namespace) -> None:
     for lv in levels():
         params = ", ".join(f"{p.name}={p.default}" for p in lv.params)
-        print(f"{lv.id:<14} {lv.title_en} · {lv.title_zh}  [{lv.source}; {params}; sm_{lv.min_cc}+]")
+        print(f"{lv.id:<14} {lv.title_en} · {lv.title_zh}  [{lv.source}; {params}; {lv.needs}]")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -174,6 +175,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--config", action="append", default=[], help="LEVEL[:name=value,...] (repeatable)")
     p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="e.g. 1024,4096x4096x1024")
     p.add_argument("--out", help="result file (JSON)")
+    p.add_argument("--dtype", default=None, help="input type, e.g. bfloat16 (default: the first level's first)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("record", help="measure the course's recorded set")

@@ -28,6 +28,7 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
     from .bench import time_gpu
     from .check import random_operands, relative_error, tolerance
     from .compile import compile_report
+    from .dtypes import to_float64
     from .launch import gemm
     from .models import gemm_flops
 
@@ -46,7 +47,7 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
         for size in sizes:
             M, N, K = (size, size, size) if isinstance(size, int) else size
             A, B = random_operands(M, N, K, lv.dtypes[0])
-            reference = A.astype(cupy.float64) @ B.astype(cupy.float64)
+            reference = to_float64(A) @ to_float64(B)
             C = cupy.empty((M, N), dtype=lv.out_dtype or lv.dtypes[0])
             for i, p in enumerate(candidates):
                 gemm(A, B, lv, out=C, **p)

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import device
 from .check import epilogue_inputs, relative_error, tolerance
+from .dtypes import BFLOAT16, dtype_name, storage_dtype, to_float64
 from .levels import get_level
 from .launch import gemm
 from .models import gemm_flops
@@ -32,8 +33,9 @@ from .models import gemm_flops
 METHOD = ("CUDA events around each launch; 1 untimed call, then at least {min_reps} and at most "
           "{max_reps} timed repetitions within a {budget_s} s budget per configuration; L2 flushed "
           "before every repetition by writing 4×L2 bytes; median with quartiles, min and max; "
-          "cuBLAS (cupy.matmul on the same input dtype, CUPY_TF32={tf32}; fp16 inputs give fp16 C) timed "
-          "the same way in the same run; inputs "
+          "cuBLAS (cupy.matmul on the same input dtype, CUPY_TF32={tf32}; fp16 inputs give fp16 C; "
+          "bf16 inputs through cublasGemmEx with bf16 C and fp32 compute) timed the same way in the same "
+          "run; inputs "
           "uniform(−1, 1), checked against a float64 product before timing.")
 
 
@@ -175,6 +177,29 @@ def _record(level: str, params: dict, M: int, N: int, K: int, dtype: str, t: Tim
 
 Config = tuple[str, dict]
 
+# cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h)
+_CUDA_R_16BF, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT = 14, 68, -1
+
+
+def cublas_gemm(A: Any, B: Any, C: Any) -> Any:
+    """C = A @ B by cuBLAS, C in the inputs' type: cupy.matmul, or for bfloat16 (which CuPy's matmul
+    cannot take) cublasGemmEx with fp32 compute. The baseline every level is measured against."""
+    import cupy
+
+    if dtype_name(A) != BFLOAT16:
+        return cupy.matmul(A, B, out=C)
+    from cupy_backends.cuda.libs import cublas
+
+    (M, K), N = A.shape, B.shape[1]
+    handle = cupy.cuda.device.get_cublas_handle()
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    # Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: pass B first, no transposes.
+    cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, N, M, K, one.ctypes.data,
+                  B.data.ptr, _CUDA_R_16BF, N, A.data.ptr, _CUDA_R_16BF, K, zero.ctypes.data,
+                  C.data.ptr, _CUDA_R_16BF, N, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+    return C
+
 
 def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]], *,
           dtype: Optional[str] = None, out: Optional[str | Path] = None,
@@ -206,18 +231,18 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
         for size in sizes:
             M, N, K = (size, size, size) if isinstance(size, int) else size
             A, B = random_operands(M, N, K, dtype)
-            reference = A.astype(cupy.float64) @ B.astype(cupy.float64)
-            C = cupy.empty((M, N), dtype=dtype)
-            t_blas = time_gpu(lambda: cupy.matmul(A, B, out=C), **timing)
+            reference = to_float64(A) @ to_float64(B)
+            C = cupy.empty((M, N), dtype=storage_dtype(dtype))
+            t_blas = time_gpu(lambda: cublas_gemm(A, B, C), **timing)
             blas = _record("cublas", {}, M, N, K, dtype, t_blas, ratio_to_cublas=1.0,
                            relative_error=relative_error(C, reference))
             result["records"].append(blas)
             progress(f"{M}×{N}×{K} cuBLAS: {t_blas.median_ms:.3f} ms, {blas['tflops']:.2f} TFLOPS")
             if path:
                 _write_json(path, result)
-            outputs = {dtype: C}  # C's dtype per level: fp16-in Tensor Core levels write fp32
+            outputs = {storage_dtype(dtype): C}  # C's dtype per level: Tensor Core levels write fp32
             for level, params in configs:
-                out_dtype = get_level(level).out_dtype or dtype
+                out_dtype = get_level(level).out_dtype or storage_dtype(dtype)
                 C = outputs.setdefault(out_dtype, cupy.empty((M, N), dtype=out_dtype))
                 C.fill(cupy.nan)
                 run, expected = dict(params), reference

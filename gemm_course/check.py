@@ -7,12 +7,15 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .dtypes import cast, to_float64
 from .launch import gemm, resolve_backend
 from .levels import Level, get_level
 
 # Unit roundoff of the arithmetic each dtype accumulates in. Level kernels accumulate in fp32.
 _ACCUMULATOR_EPS = {"float32": float(np.finfo(np.float32).eps),
-                    "float16": float(np.finfo(np.float32).eps)}  # fp16 inputs, fp32 accumulation
+                    # fp16 and bf16 inputs, fp32 accumulation; the reference uses the rounded inputs
+                    "float16": float(np.finfo(np.float32).eps),
+                    "bfloat16": float(np.finfo(np.float32).eps)}
 
 
 def tolerance(dtype: str, K: int) -> float:
@@ -32,7 +35,7 @@ def tolerance(dtype: str, K: int) -> float:
 def relative_error(C: Any, reference: Any) -> float:
     """‖C − ref‖_F / ‖ref‖_F in float64; NaN anywhere in C gives NaN (which never passes)."""
     xp = _array_module(C)
-    diff = float(xp.linalg.norm(C.astype(xp.float64) - reference))
+    diff = float(xp.linalg.norm(to_float64(C) - reference))
     scale = float(xp.linalg.norm(reference))
     if scale == 0.0:  # e.g. a 1×1 product through a ReLU: only an exact 0 is right
         return diff if math.isnan(diff) or diff == 0.0 else math.inf
@@ -72,12 +75,15 @@ class CheckResult:
 
 def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Optional[int] = None,
                     xp: Any = None) -> tuple[Any, Any]:
-    """Uniform(−1, 1) matrices: never zeros, so unwritten or mis-indexed outputs cannot hide."""
+    """Uniform(−1, 1) matrices: never zeros, so unwritten or mis-indexed outputs cannot hide.
+
+    dtype "bfloat16" gives uint16 arrays of bf16 bit patterns (see gemm_course.dtypes).
+    """
     if xp is None:
         import cupy as xp
     rng = xp.random.default_rng(seed)
-    A = (2.0 * rng.random((M, K)) - 1.0).astype(dtype)
-    B = (2.0 * rng.random((K, N)) - 1.0).astype(dtype)
+    A = cast(2.0 * rng.random((M, K)) - 1.0, dtype)
+    B = cast(2.0 * rng.random((K, N)) - 1.0, dtype)
     return A, B
 
 
@@ -97,7 +103,7 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
     dtype = dtype or lv.dtypes[0]
     A, B = random_operands(M, N, K, dtype, seed, xp)
     C = xp.full((M, N), xp.nan, dtype=lv.out_dtype or dtype)  # poison: anything not written stays NaN
-    reference = A.astype(xp.float64) @ B.astype(xp.float64)
+    reference = to_float64(A) @ to_float64(B)  # the rounded inputs, exactly
     run_params: dict[str, Any] = dict(resolved)
     if lv.epilogue:
         extra, C_initial, reference = epilogue_inputs(resolved, reference, dtype, xp, seed)
@@ -145,4 +151,10 @@ def _epilogue_reference(p: dict, AB: Any, bias: Any, C_old: Any, xp: Any) -> Any
 ODD_SHAPES: tuple[tuple[int, int, int], ...] = (
     (1, 1, 1), (7, 13, 5), (33, 65, 17), (127, 129, 131), (1000, 1, 7), (1, 1000, 1000),
     (257, 4097, 65), (4097, 33, 1000), (129, 260, 68),
+)
+
+# Odd M with N and K multiples of 8 (but not of any tile): edge cases for the levels that copy whole
+# 16-byte chunks (10_mma_pipeline, 11_hopper_wgmma), whose preconditions rule out ODD_SHAPES.
+MULTIPLE_OF_8_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (1, 8, 8), (7, 16, 40), (33, 64, 72), (127, 136, 264), (257, 520, 1000), (1000, 8, 16), (4097, 264, 64),
 )

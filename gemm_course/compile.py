@@ -18,12 +18,12 @@ from .levels import KERNEL_DIR, Level, get_level
 from .models import Occupancy, arch_limits, occupancy
 
 COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17", f"-I{KERNEL_DIR}")
-_HEADERS_NEEDED = ("cuda_fp16.h", "mma.h", "crt/mma.h")
+_HEADERS_NEEDED = ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h")
 
 
 @functools.lru_cache(maxsize=1)
 def cuda_include_dirs() -> tuple[str, ...]:
-    """Directories that together hold cuda_fp16.h, mma.h and crt/mma.h, for NVRTC.
+    """Directories that together hold cuda_fp16.h, cuda_bf16.h, mma.h and crt/mma.h, for NVRTC.
 
     NVRTC ships no CUDA headers. Looked for, in order: $CUDA_PATH or $CUDA_HOME; the pip wheels
     nvidia-cuda-runtime-cu12 and nvidia-cuda-nvcc-cu12 (or the CUDA 13 wheels' nvidia/cu13), which
@@ -49,7 +49,7 @@ def cuda_include_dirs() -> tuple[str, ...]:
         if all(any((d / h).is_file() for d in dirs) for h in _HEADERS_NEEDED):
             return tuple(str(d) for d in dirs if d.is_dir())
     raise RuntimeError(
-        "the Tensor Core levels include cuda_fp16.h and mma.h, and no CUDA headers were found. Install "
+        "the Tensor Core levels include cuda_fp16.h, cuda_bf16.h and mma.h, and no CUDA headers were found. Install "
         "them with `pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12` (requirements.txt does), "
         "or set CUDA_PATH to a CUDA toolkit")
 
@@ -74,9 +74,20 @@ def show_source(level: str | int | Level):
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled_kernel(source: str, options: tuple[str, ...], name: str):
+def _compiled_kernel(source: str, options: tuple[str, ...], name: str, arch: Optional[str] = None):
+    """A cupy.RawKernel. arch=None: CuPy compiles for this GPU. arch="sm_90a" (an arch-specific
+    target, which CuPy does not choose by itself): NVRTC builds the CUBIN here and CuPy loads it."""
     import cupy
 
+    if arch is not None:
+        import hashlib
+        import tempfile
+        from pathlib import Path
+
+        cubin, mangled, _ = nvrtc_compile(source, name, arch, options)
+        path = Path(tempfile.gettempdir()) / f"gemm_course_{hashlib.sha1(cubin).hexdigest()}.cubin"
+        path.write_bytes(cubin)
+        return cupy.RawModule(path=str(path)).get_function(mangled)
     module = cupy.RawModule(code=source, options=options, name_expressions=[name])
     try:
         return module.get_function(name)  # compiles here, on first use
@@ -89,7 +100,8 @@ def get_kernel(level: str | int | Level, params: dict[str, Any], source: Optiona
     lv = get_level(level)
     device.require_gpu(f"compiling level {lv.id} for launch")
     source = source if source is not None else kernel_source(lv)
-    return _compiled_kernel(source, compile_options(lv), lv.kernel_name(params))
+    arch = f"sm_{lv.min_cc}a" if lv.arch_specific else None
+    return _compiled_kernel(source, compile_options(lv), lv.kernel_name(params), arch)
 
 
 # --- the resource report ------------------------------------------------------------------------
@@ -270,6 +282,11 @@ def compile_report(level: str | int | Level, arch: Optional[str] = None, source:
     lv = get_level(level)
     resolved = lv.resolve(**params)
     arch = arch or default_arch()
+    if lv.arch_specific:  # wgmma and setmaxnreg exist on sm_90a only
+        if arch.rstrip("a") != f"sm_{lv.min_cc}":
+            raise ValueError(f"level {lv.id} is built for sm_{lv.min_cc}a only (Hopper's wgmma and setmaxnreg); "
+                             f"{arch} cannot run it. Use arch='sm_{lv.min_cc}a'")
+        arch = f"sm_{lv.min_cc}a"
     arch_limits(arch)  # fail early, with the list of known architectures
     needed = lv.required_cc(resolved)
     if int(arch[3:].rstrip("a")) < needed:

@@ -457,17 +457,21 @@ def mma_accumulator_figure(lane: int = 5) -> go.Figure:
                              f"m16n8 累加器：线程/寄存器，框出线程 {lane}", 560)
 
 
-_CHUNKS_PER_ROW = {"A": 4, "B": 16}  # a stage's A tile is 128×32 halves, its B tile 32×128
+# Level 10: a stage's A tile is 128×32 halves, its B tile 32×128. "sw128": Level 11's 128-byte rows
+# (64 halves), the swizzle that TMA writes and wgmma reads.
+_CHUNKS_PER_ROW = {"A": 4, "B": 16, "sw128": 8}
+_OPERAND_NAMES = {"A": "A", "B": "B", "sw128": "128-byte swizzle (Level 11)"}
 
 
 def chunk_position(operand: str, row: int, chunk: int, swizzled: bool = True) -> int:
-    """Where chunk `chunk` (16 bytes) of row `row` lies in Level 10's shared tile, in chunks from the start.
+    """Where chunk `chunk` (16 bytes) of row `row` lies in a shared tile, in chunks from the start.
 
-    A rows hold 4 chunks and are swizzled chunk ^ ((row // 2) mod 4); B rows hold 16 and use
-    chunk ^ (row mod 8), as ``swizzle_a`` / ``swizzle_b`` in ``10_mma_pipeline.cu``.
+    Level 10: A rows hold 4 chunks and are swizzled chunk ^ ((row // 2) mod 4); B rows hold 16 and use
+    chunk ^ (row mod 8), as ``swizzle_a`` / ``swizzle_b`` in ``10_mma_pipeline.cu``. "sw128": Level 11's
+    128-byte rows of 8 chunks, chunk ^ (row mod 8), the hardware's 128-byte swizzle.
     """
     if operand not in _CHUNKS_PER_ROW:
-        raise ValueError(f"operand must be 'A' or 'B', not {operand!r}")
+        raise ValueError(f"operand must be one of {', '.join(map(repr, _CHUNKS_PER_ROW))}, not {operand!r}")
     per_row = _CHUNKS_PER_ROW[operand]
     if not 0 <= chunk < per_row:
         raise ValueError(f"a row of {operand} has chunks 0..{per_row - 1}, not {chunk}")
@@ -498,7 +502,7 @@ def chunk_swizzle_figure(operand: str = "B", chunk: int = 0) -> go.Figure:
 
     per_row = _CHUNKS_PER_ROW.get(operand)
     if per_row is None:
-        raise ValueError(f"operand must be 'A' or 'B', not {operand!r}")
+        raise ValueError(f"operand must be one of {', '.join(map(repr, _CHUNKS_PER_ROW))}, not {operand!r}")
     ways = {s: ldmatrix_ways(operand, chunk, 0, s) for s in (False, True)}
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=[
         f"{'swizzled' if s else 'plain'}: {ways[s]}-way · {'异或重排' if s else '不重排'}：{ways[s]} 路"
@@ -520,5 +524,51 @@ def chunk_swizzle_figure(operand: str = "B", chunk: int = 0) -> go.Figure:
     fig.update_xaxes(title="16-byte position in the row · 行内 16 字节位置", dtick=1, showgrid=False,
                      zeroline=False)
     fig.update_yaxes(title="row · 行", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
-    return _base_layout(fig, f"{operand} tile: where chunk {chunk} of 8 rows lies (text: bank slot) · "
-                             f"{operand} 分块：8 行的第 {chunk} 块所在位置（数字：存储体槽）", 420)
+    name = _OPERAND_NAMES[operand]
+    return _base_layout(fig, f"{name} tile: where chunk {chunk} of 8 rows lies (text: bank slot) · "
+                             f"{name} 分块：8 行的第 {chunk} 块所在位置（数字：存储体槽）", 420)
+
+
+def producer_consumer_schedule(stages: int = 4, k_tiles: int = 10, copy_time: int = 3,
+                               mma_time: int = 1) -> list[dict[str, Any]]:
+    """A schematic schedule of Level 11's warp-specialized main loop (unit times, not measurements).
+
+    The producer issues the copy of k-tile t into stage t mod `stages` as soon as that stage is
+    empty (its previous k-tile has been consumed); a copy takes `copy_time`, and several are in flight
+    at once. The consumers multiply k-tile t once it has landed and once they finished t − 1
+    (`mma_time` each), then hand its stage back. Returns one row per k-tile: stage, issue, landed,
+    mma start and end.
+    """
+    rows: list[dict[str, Any]] = []
+    for t in range(k_tiles):
+        freed = rows[t - stages]["mma_end"] if t >= stages else 0
+        issue = max(freed, rows[t - 1]["issue"] if t else 0)
+        landed = issue + copy_time
+        start = max(landed, rows[t - 1]["mma_end"] if t else 0)
+        rows.append({"k_tile": t, "stage": t % stages, "issue": issue, "landed": landed,
+                     "mma_start": start, "mma_end": start + mma_time})
+    return rows
+
+
+def producer_consumer_figure(stages: int = 4, k_tiles: int = 10) -> go.Figure:
+    """Gantt chart of ``producer_consumer_schedule``: TMA copies in flight above, wgmma below,
+    coloured by stage; with 1 stage the consumers wait for every copy, with enough they never do."""
+    rows = producer_consumer_schedule(stages, k_tiles)
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    fig = go.Figure()
+    for r in rows:
+        color = colors[r["stage"] % len(colors)]
+        for lane, x0, x1, label in (("TMA (producer) · TMA（生产者）", r["issue"], r["landed"], "copy"),
+                                    ("wgmma (consumers) · wgmma（消费者）", r["mma_start"], r["mma_end"], "mma")):
+            fig.add_trace(go.Bar(
+                name=f"stage {r['stage']}", y=[lane], x=[x1 - x0], base=[x0], orientation="h",
+                marker=dict(color=color, line=dict(color="white", width=1)), showlegend=False,
+                text=[f"k{r['k_tile']}"], textposition="inside", insidetextanchor="middle",
+                hovertemplate=f"{label} of k-tile {r['k_tile']} in stage {r['stage']}: "
+                              f"{x0}–{x1}<extra></extra>"))
+    busy = sum(r["mma_end"] - r["mma_start"] for r in rows) / rows[-1]["mma_end"]
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title="time (schematic units: a copy takes 3, a k-tile of wgmma 1) · 时间（示意单位：拷贝 3，"
+                           "一个 k 分块的 wgmma 1）")
+    return _base_layout(fig, f"{stages} stages: tensor cores busy {busy:.0%} of the time · "
+                             f"{stages} 级：张量核心忙碌时间占 {busy:.0%}", 300)

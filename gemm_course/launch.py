@@ -9,6 +9,7 @@ import numpy as np
 
 from . import device
 from .compile import get_kernel
+from .dtypes import BFLOAT16, dtype_name, storage_dtype
 from .levels import Level, get_level
 
 MAX_GRID_YZ = 65535
@@ -22,9 +23,11 @@ def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
                             f"convert it with {xp.__name__}.asarray({name})")
         if X.ndim != 2:
             raise ValueError(f"{name} must be a 2-D matrix; got shape {X.shape}")
-        if str(X.dtype) not in lv.dtypes:
+        if dtype_name(X) not in lv.dtypes:
+            how = (f"gemm_course.dtypes.to_bfloat16({name}) (uint16 bit patterns: {xp.__name__} has no "
+                   "bfloat16)" if lv.dtypes[0] == BFLOAT16 else f"{name}.astype({xp.__name__}.{lv.dtypes[0]})")
             raise ValueError(f"level {lv.id} takes {', '.join(lv.dtypes)}; {name} is {X.dtype}. "
-                             f"Convert it with {name}.astype({xp.__name__}.{lv.dtypes[0]})")
+                             f"Convert it with {how}")
         if not X.flags.c_contiguous:
             raise ValueError(f"{name} must be row-major and contiguous (C order); "
                              f"use {xp.__name__}.ascontiguousarray({name})")
@@ -38,7 +41,7 @@ def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
         raise ValueError(f"empty matrices are not supported: M={M}, N={N}, K={K} must all be ≥ 1")
     if max(M, N, K) >= 2**31:
         raise ValueError("each of M, N, K must be below 2**31 (the kernels index with int)")
-    c_dtype = xp.dtype(lv.out_dtype or A.dtype)
+    c_dtype = xp.dtype(lv.out_dtype or storage_dtype(dtype_name(A)))
     if out is not None:
         if not isinstance(out, array_type) or out.shape != (M, N) or out.dtype != c_dtype \
                 or not out.flags.c_contiguous:
@@ -119,8 +122,11 @@ def _address(X: Any) -> int:
 
 
 def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, N: int, K: int) -> dict[str, Any]:
-    """What kernel_name() sees: the setting, plus "aligned" for a level with a vector fast path
-    (K and N multiples of the vector width, A, B, C on whole-vector addresses)."""
+    """What kernel_name() sees: the setting, plus "bf16" for a level that takes bfloat16 (the input
+    type is a template argument), and "aligned" for a level with a vector fast path (K and N
+    multiples of the vector width, A, B, C on whole-vector addresses)."""
+    if BFLOAT16 in lv.dtypes:
+        resolved = resolved | {"bf16": dtype_name(A) == BFLOAT16}
     if not lv.vector_width:
         return resolved
     w = lv.vector_width
@@ -149,25 +155,40 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     device.require_gpu(f"running level {lv.id}")
     import cupy
 
-    needed = lv.required_cc(resolved)
-    if device.compute_capability() < needed:
-        raise RuntimeError(
-            f"level {lv.id} with {resolved} needs compute capability {needed // 10}.{needed % 10} "
-            f"(sm_{needed}) or newer; this GPU ({device.gpu_name()}) is sm_{device.compute_capability()}. "
-            "Choose a setting your GPU supports, or read the recorded results for this one.")
     M, N, K = _check_operands(lv, resolved, A, B, out, cupy)
+    _require_cc(lv, resolved, dtype_name(A))
     _check_bias(epilogue, N, A.dtype, cupy)
     launch = _geometry(lv, resolved, M, N, K)
     C = out if out is not None else cupy.empty((M, N), dtype=lv.out_dtype or A.dtype)
-    kernel = get_kernel(lv, _kernel_params(lv, resolved, A, B, C, N, K), source)
+    kernel_params = _kernel_params(lv, resolved, A, B, C, N, K)
+    kernel = get_kernel(lv, kernel_params, source)
     if launch.dynamic_shared_bytes > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
     args: tuple = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
+    if lv.kernel_args is not None:  # e.g. TMA tensor maps in place of the raw pointers
+        args = lv.kernel_args(A, B, C, M, N, K, kernel_params)
     if epilogue is not None:  # no bias: a null pointer, never read
         bias = epilogue.bias if epilogue.bias is not None else np.uint64(0)
         args += (bias, np.float32(epilogue.alpha), np.float32(epilogue.beta))
     kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
     return C
+
+
+def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
+    """Refuse, with what to do instead, a level or input type this GPU cannot run."""
+    cc, name = device.compute_capability(), device.gpu_name()
+    if lv.arch_specific and cc != lv.min_cc:
+        raise RuntimeError(
+            f"level {lv.id} uses instructions of sm_{lv.min_cc}a only (wgmma, setmaxnreg): it runs on "
+            f"compute capability {lv.min_cc // 10}.{lv.min_cc % 10} exactly (H100, H200, GH200), and this "
+            f"GPU ({name}) is sm_{cc}. Read the recorded H200 results, or compile_report(arch='sm_90a').")
+    needed = max(lv.required_cc(resolved), 80 if input_type == BFLOAT16 else 0)
+    if cc < needed:
+        raise RuntimeError(
+            f"level {lv.id} with {resolved} on {input_type} inputs needs compute capability "
+            f"{needed // 10}.{needed % 10} (sm_{needed}) or newer; this GPU ({name}) is sm_{cc}. "
+            "Choose a setting or input type your GPU supports (bfloat16 needs sm_80), or read the "
+            "recorded results for this one.")
 
 
 def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, source: Optional[str],

@@ -76,6 +76,11 @@ class Level:
     # Preconditions on the problem itself, as (english, chinese) messages for the violated ones.
     shape_rules: Callable[[int, int, int, Mapping[str, Any]], list[tuple[str, str]]] = field(
         default=lambda M, N, K, p: [])
+    # The kernel uses instructions of one architecture only (sm_90a: wgmma, setmaxnreg): compiled
+    # for sm_<min_cc>a, and run only on a GPU of exactly that compute capability.
+    arch_specific: bool = False
+    # The kernel's arguments when they are not (A, B, C, M, N, K): (A, B, C, M, N, K, params) → tuple.
+    kernel_args: Optional[Callable[..., tuple]] = None
 
     @property
     def path(self) -> Path:
@@ -112,6 +117,15 @@ class Level:
             detail = "; ".join(f"{en} / {zh}" for en, zh in problems)
             raise ValueError(f"level {self.id} with {resolved}: {detail}")
         return resolved
+
+    def runs_on(self, cc: int) -> bool:
+        """Whether a GPU of compute capability cc (e.g. 75) can run the level at all."""
+        return cc == self.min_cc if self.arch_specific else cc >= self.min_cc
+
+    @property
+    def needs(self) -> str:
+        """The architectures the level runs on, e.g. "sm_80+" or "sm_90a only"."""
+        return f"sm_{self.min_cc}a only" if self.arch_specific else f"sm_{self.min_cc}+"
 
     def required_cc(self, params: Mapping[str, Any]) -> int:
         """The compute capability (e.g. 80) a resolved setting needs."""
@@ -434,6 +448,11 @@ WARP_TILING = Level(
 
 # --- Level 9: Tensor Cores through WMMA ------------------------------------------------------------
 
+def _input_type(p: Mapping[str, Any]) -> str:
+    """The C++ element type of the inputs; the launcher sets "bf16" from the arrays' type."""
+    return "__nv_bfloat16" if p.get("bf16") else "__half"
+
+
 def _wmma_threads(p: Mapping[str, Any]) -> int:
     tile = 16 if p["staging"] == "none" else 32  # a warp's tile of C: one fragment, or 2×2
     return (p["BM"] // tile) * (p["BN"] // tile) * 32
@@ -462,11 +481,12 @@ WMMA = Level(
         Param("BM", 64, (32, 64, 128), "rows of C per thread block", "每个线程块负责的 C 的行数"),
         Param("BN", 64, (32, 64, 128), "columns of C per thread block", "每个线程块负责的 C 的列数"),
     ),
-    kernel_name=lambda p: (f"wmma_direct<{p['BM'] // 16}, {p['BN'] // 16}>" if p["staging"] == "none"
-                           else f"wmma_shared<{p['BM']}, {p['BN']}, {str(p.get('aligned', True)).lower()}>"),
+    kernel_name=lambda p: (f"wmma_direct<{_input_type(p)}, {p['BM'] // 16}, {p['BN'] // 16}>" if p["staging"] == "none"
+                           else f"wmma_shared<{_input_type(p)}, {p['BM']}, {p['BN']}, "
+                                f"{str(p.get('aligned', True)).lower()}>"),
     geometry=lambda M, N, K, p: Launch(grid=(ceil_div(N, p["BN"]), ceil_div(M, p["BM"]), 1),
                                        block=(_wmma_threads(p), 1, 1)),
-    dtypes=("float16",),
+    dtypes=("float16", "bfloat16"),
     out_dtype="float32",
     vector_width=8,
     min_cc=70,
@@ -497,10 +517,10 @@ MMA_PIPELINE = Level(
     source="10_mma_pipeline.cu",
     params=(Param("stages", 3, (2, 3, 4), "shared-memory buffers in the cp.async pipeline (k-tiles in "
                   "flight + 1)", "cp.async 流水线中的共享内存缓冲区数（在途的 k 分块数 + 1）"),),
-    kernel_name=lambda p: f"gemm_mma_pipeline<{p['stages']}>",
+    kernel_name=lambda p: f"gemm_mma_pipeline<{p['stages']}, {str(p.get('bf16', False)).lower()}>",
     geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, 128) * ceil_div(N, 128), 1, 1), block=(256, 1, 1),
                                        dynamic_shared_bytes=p["stages"] * 16 * 1024),
-    dtypes=("float16",),
+    dtypes=("float16", "bfloat16"),
     out_dtype="float32",
     min_cc=80,
     uses_tensor_cores=True,
@@ -509,8 +529,92 @@ MMA_PIPELINE = Level(
     showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}),
 )
 
+
+# --- Level 11: Hopper — wgmma, TMA, mbarriers, warp specialization ------------------------------------
+
+# Per step: block tile (BM, BN), threads, and the kernel (see the diagram in 11_hopper_wgmma.cu).
+HOPPER_STEPS = {1: (64, 128, 128), 2: (128, 128, 256), 3: (128, 256, 384), 4: (128, 256, 384)}
+
+
+def _hopper_kernel_name(p: Mapping[str, Any]) -> str:
+    bf16 = str(p.get("bf16", True)).lower()
+    return {1: f"hopper_wgmma_plain<{bf16}>",
+            2: f"hopper_wgmma_tma<{bf16}, {p['stages']}>",
+            3: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, false>",
+            4: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, true>"}[p["step"]]
+
+
+def _sm_count() -> int:
+    from . import device
+
+    return int(device.properties()["multiProcessorCount"]) if device.gpu_available() else 132
+
+
+def _hopper_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
+    bm, bn, threads = HOPPER_STEPS[p["step"]]
+    if p["step"] == 1:
+        return Launch(grid=(ceil_div(N, bn), ceil_div(M, bm), 1), block=(threads, 1, 1))
+    tiles = ceil_div(M, bm) * ceil_div(N, bn)
+    blocks = min(tiles, _sm_count()) if p["step"] == 4 else tiles  # step 4: one persistent block per SM
+    stage_bytes = (bm + bn) * 64 * 2
+    return Launch(grid=(blocks, 1, 1), block=(threads, 1, 1),
+                  dynamic_shared_bytes=p["stages"] * stage_bytes + 1024)  # +1024: align to the swizzle period
+
+
+def _hopper_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if p["step"] == 1 and p["stages"] != 4:
+        return [("step 1 has no pipeline (every k-tile is loaded, then used): leave stages at 4",
+                 "第 1 步没有流水线（每个 k 分块先载入再计算）：stages 请保持为 4")]
+    return []
+
+
+def _hopper_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if K % 8 or N % 8:
+        return [(f"TMA and 16-byte loads need rows that are whole 16-byte chunks, so K and N must be "
+                 f"multiples of 8 (got K={K}, N={N}); pad the matrices with zeros",
+                 f"TMA 与 16 字节载入要求每行由完整的 16 字节块组成，K 和 N 须为 8 的倍数（当前 K={K}，"
+                 f"N={N}）；请用 0 填充矩阵")]
+    return []
+
+
+def _hopper_args(*args: Any) -> tuple:
+    from .hopper import kernel_args
+
+    return kernel_args(*args)
+
+
+HOPPER = Level(
+    id="11_hopper_wgmma",
+    number=11,
+    title_en="Hopper: wgmma, TMA and warp specialization",
+    title_zh="Hopper：wgmma、TMA 与线程束专用化",
+    source="11_hopper_wgmma.cu",
+    params=(
+        Param("step", 4, (1, 2, 3, 4),
+              "1: wgmma on tiles all threads copy in; 2: + TMA into a ring of mbarrier stages; 3: + a "
+              "producer warpgroup and two consumer warpgroups, 128×256 tiles; 4: + persistent blocks, "
+              "overlapped k-tiles and stores",
+              "1：所有线程拷入分块后执行 wgmma；2：再加上 TMA 与 mbarrier 多级环形缓冲；3：再加上一个生产者"
+              "线程束组和两个消费者线程束组，128×256 分块；4：再加上常驻线程块，k 分块之间与写回互相重叠"),
+        Param("stages", 4, (2, 3, 4), "shared-memory buffers in the TMA ring (steps 2–4)",
+              "TMA 环形缓冲中的共享内存缓冲区数（第 2–4 步）"),
+    ),
+    kernel_name=_hopper_kernel_name,
+    geometry=_hopper_geometry,
+    rules=_hopper_rules,
+    dtypes=("bfloat16", "float16"),
+    out_dtype="float32",
+    min_cc=90,
+    arch_specific=True,
+    uses_tensor_cores=True,
+    alignment=16,
+    shape_rules=_hopper_shape_rules,
+    kernel_args=_hopper_args,
+    showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3}),
+)
+
 _LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,
-                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING, WMMA, MMA_PIPELINE)
+                              FUSED_EPILOGUE, VECTORIZED, WARP_TILING, WMMA, MMA_PIPELINE, HOPPER)
 
 
 def levels() -> tuple[Level, ...]:

@@ -8,7 +8,7 @@ import html
 from typing import Any, Optional, Sequence
 
 from . import device, results
-from .check import ODD_SHAPES, check
+from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 from .levels import Level, get_level
 from .models import KNOWN_GPUS, arithmetic_intensity, gemm_flops, tile_traffic, spec_from_properties
 from .plots import performance_figure, roofline_figure, show, sweep_figure
@@ -48,8 +48,9 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
                 **params: Any) -> list:
     """Check a level on odd shapes (float64 reference, random inputs, poisoned output) and print."""
     lv = get_level(level)
-    if shapes is None:
-        shapes = ODD_SHAPES if device.gpu_available() else SMALL_ODD_SHAPES
+    if shapes is None:  # the odd shapes the level's preconditions allow
+        base = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if device.gpu_available() else SMALL_ODD_SHAPES
+        shapes = [s for s in base if not lv.shape_rules(*s, lv.resolve(**params))]
     if not device.gpu_available() and lv.uses_tensor_cores:
         print(f"No GPU: {lv.id} uses Tensor Core instructions, which the CPU backend cannot run; its "
               "correctness was checked on the recorded GPU (tests/test_gpu.py).\n"
@@ -74,18 +75,22 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
 
 
 def performance(level: str | int | Level, configs: Optional[Sequence[dict]] = None,
-                sizes: Sequence[int] = LIVE_SIZES) -> list[dict]:
-    """TFLOPS and time against cuBLAS over sizes: measured live on a GPU, else the recorded ones."""
+                sizes: Sequence[int] = LIVE_SIZES, dtype: Optional[str] = None) -> list[dict]:
+    """TFLOPS and time against cuBLAS over sizes: measured live on a GPU, else the recorded ones.
+
+    dtype: the input type (default: the level's first, e.g. float16 for Levels 9–10).
+    """
     lv = get_level(level)
     configs = [dict(c) for c in (configs or lv.showcase)]
-    if device.gpu_available():
+    dtype = dtype or lv.dtypes[0]
+    if _all_run_here([lv.id], dtype):
         from .bench import bench
 
-        records = bench([(lv.id, c) for c in configs], sizes)["records"]
+        records = bench([(lv.id, c) for c in configs], sizes, dtype=dtype)["records"]
         where = f"measured live on {device.gpu_name()}"
     else:
         wanted = [lv.resolve(**c) for c in configs]
-        records = [r for r in results.recorded(lv.id)
+        records = [r for r in results.recorded(lv.id, dtype=dtype)
                    if r["level"] == "cublas" or r["params"] in wanted]
         records = _dedupe(records)
         if not records:
@@ -145,27 +150,40 @@ def naive_roofline(size: int = 4096) -> None:
                              title=f"your GPU · 你的 GPU: {device.gpu_name()}"))
 
 
-def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = "") -> list[dict]:
-    """Bars of TFLOPS for chosen (level, params) at one size, with cuBLAS: live on a GPU, else recorded."""
+def _all_run_here(level_ids: Sequence[str], dtype: str) -> bool:
+    """Whether this machine's GPU can run every one of these levels on this input type (bf16 needs sm_80)."""
+    if not device.gpu_available():
+        return False
+    cc = device.compute_capability()
+    return all(get_level(lv).runs_on(cc) for lv in level_ids) and (dtype != "bfloat16" or cc >= 80)
+
+
+def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = "",
+            dtype: Optional[str] = None) -> list[dict]:
+    """Bars of TFLOPS for chosen (level, params) at one size, with cuBLAS: live on a GPU, else recorded.
+
+    dtype: the input type of every entry (default: the first level's first, e.g. bfloat16 for Level 11).
+    """
     import plotly.graph_objects as go
 
     from .plots import CUBLAS_COLOR, PALETTE, _layout, config_label
 
     wanted = [(get_level(lv).id, get_level(lv).resolve(**p)) for lv, p in entries]
-    if device.gpu_available():
+    if _all_run_here([lv for lv, _ in wanted], dtype or get_level(wanted[0][0]).dtypes[0]):
         from .bench import bench
 
-        records = bench(wanted, [size])["records"]
+        records = bench(wanted, [size], dtype=dtype)["records"]
         where = f"measured live on {device.gpu_name()}"
     else:
+        dtype = dtype or get_level(wanted[0][0]).dtypes[0]
         records = []
         for lv, p in wanted:
             try:
-                records.append(results.find(lv, size, **p))
+                records.append(results.find(lv, size, dtype=dtype, **p))
             except KeyError:
-                print(f"not recorded: {lv} {p} at {size}³")
-        blas = [r for r in results.recorded(records[0]["level"]) if r["level"] == "cublas" and r["M"] == size] \
-            if records else []
+                print(f"not recorded: {lv} {p} at {size}³ in {dtype}")
+        blas = [r for r in results.recorded(records[0]["level"], dtype=dtype)
+                if r["level"] == "cublas" and r["M"] == size] if records else []
         records = blas[:1] + records
         where = "recorded: " + results.provenance_line(records[0]) if records else ""
     labels = [config_label(r) for r in records]
@@ -253,11 +271,12 @@ def _record_or_none(level: str, n: int, **params: Any) -> Optional[dict]:
         return None
 
 
-def instruction_mix(level: str | int | Level, arch: str = "sm_90", **params: Any) -> dict:
+def instruction_mix(level: str | int | Level, arch: str = "sm_90", ops: Sequence[str] = (), **params: Any) -> dict:
     """The SASS instruction mix (FFMA, shared/global loads by width, barriers) of a kernel.
 
     Disassembled here with nvdisasm (no GPU needed); if no disassembler is installed, the mix
-    recorded with the H200 results is shown instead.
+    recorded with the H200 results is shown instead. ops: opcode prefixes (e.g. "HGMMA") whose
+    full spellings, with every modifier, are listed too.
     """
     from .sass import kernel_mix, memory_summary
 
@@ -270,6 +289,9 @@ def instruction_mix(level: str | int | Level, arch: str = "sm_90", **params: Any
         return {}
     summary = memory_summary(mix)
     print(f"{lv.kernel_name(p)} ({where}): " + ", ".join(f"{k} × {v}" for k, v in summary.items()))
+    for op, n in mix.items():
+        if op.startswith(tuple(ops)):
+            print(f"  {op} × {n}")
     return summary
 
 

@@ -20,8 +20,9 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
-             files: Optional[list[Path]] = None) -> list[dict[str, Any]]:
-    """All recorded records (optionally one level's, one GPU's), each with its file's provenance.
+             files: Optional[list[Path]] = None, dtype: Optional[str] = None) -> list[dict[str, Any]]:
+    """All recorded records (optionally one level's, one GPU's, one input type's), each with its
+    file's provenance.
 
     A level's records come with the cuBLAS records measured in the same run at the same sizes.
     """
@@ -31,8 +32,9 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
         prov = data["provenance"]
         if gpu and prov["gpu"] != gpu:
             continue
-        wanted_sizes = {(r["M"], r["N"], r["K"]) for r in data["records"] if level in (None, r["level"])}
-        for r in data["records"]:
+        records = [r for r in data["records"] if dtype in (None, r["dtype"])]
+        wanted_sizes = {(r["M"], r["N"], r["K"]) for r in records if level in (None, r["level"])}
+        for r in records:
             if level is None or r["level"] == level or (
                     r["level"] == "cublas" and (r["M"], r["N"], r["K"]) in wanted_sizes):
                 rows.append({**r, "gpu": prov["gpu"], "date": prov["date"][:10], "file": path.name,
@@ -41,15 +43,22 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
 
 
 def find(level: str, M: int, N: Optional[int] = None, K: Optional[int] = None,
-         gpu: Optional[str] = None, **params: Any) -> dict[str, Any]:
-    """The one recorded record of a level at a size with exactly these params (KeyError if none)."""
+         gpu: Optional[str] = None, dtype: Optional[str] = None, **params: Any) -> dict[str, Any]:
+    """The one recorded record of a level at a size with exactly these params (KeyError if none).
+
+    dtype: the input type; by default the level's first (its recorded showcase), e.g. float16 for
+    Level 10, bfloat16 for Level 11.
+    """
+    from .levels import get_level
+
     N = M if N is None else N
     K = M if K is None else K
-    for r in recorded(level, gpu):
+    dtype = dtype or get_level(level).dtypes[0]
+    for r in recorded(level, gpu, dtype=dtype):
         if r["level"] == level and (r["M"], r["N"], r["K"]) == (M, N, K) and \
                 all(r["params"].get(k) == v for k, v in params.items()):
             return r
-    raise KeyError(f"no recorded result for {level} {params} at {M}×{N}×{K}")
+    raise KeyError(f"no recorded result for {level} {params} at {M}×{N}×{K} in {dtype}")
 
 
 def provenance_line(record: dict[str, Any]) -> str:

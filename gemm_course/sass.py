@@ -20,7 +20,8 @@ from typing import Any, Optional
 from .compile import compile_options, kernel_source, nvrtc_compile
 from .levels import Level, get_level
 
-_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# An opcode with its modifiers; wgmma's carry a lowercase shape (HGMMA.64x256x16.F32.BF16).
+_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*(?:x\d+x\d+[A-Z0-9_.]*)?)")
 
 
 def find_disassembler() -> Optional[str]:
@@ -44,6 +45,8 @@ def disassemble(level: str | int | Level, arch: str = "sm_90", source: Optional[
     """SASS of a level's kernel for an architecture (needs cuobjdump or nvdisasm, no GPU)."""
     lv = get_level(level)
     resolved = lv.resolve(**params)
+    if lv.arch_specific:  # built for sm_90a only
+        arch = f"sm_{lv.min_cc}a"
     tool = find_disassembler()
     if tool is None:
         raise RuntimeError("no disassembler found: pip install nvidia-cuda-nvdisasm (or put a CUDA "
@@ -65,14 +68,15 @@ def instruction_mix(sass: str) -> dict[str, int]:
 
 def memory_summary(mix: dict[str, int]) -> dict[str, int]:
     """Group a mix into what the levels discuss: FFMA, shared/global/local accesses by width
-    (LDL/STL are register spills), barriers, tensor-core instructions."""
+    (LDL/STL are register spills), barriers, tensor-core instructions, and Hopper's TMA copies
+    (UTMALDG), mbarrier operations (SYNCS) and register reallocation (USETMAXREG)."""
     out: Counter[str] = Counter()
     for op, n in mix.items():
         base = op.split(".")[0]
         if base in ("LDS", "LDG", "STS", "STG", "LDGSTS", "LDL", "STL"):
             width = next((w for w in ("128", "64") if f".{w}" in op), "32")
             out[f"{base}.{width}"] += n
-        elif base in ("FFMA", "BAR", "HMMA", "HGMMA", "LDSM"):
+        elif base in ("FFMA", "BAR", "HMMA", "HGMMA", "LDSM", "UTMALDG", "SYNCS", "USETMAXREG"):
             out[base] += n
     return dict(sorted(out.items()))
 
@@ -84,6 +88,8 @@ def kernel_mix(level: str | int | Level, arch: str = "sm_90", **params: Any) -> 
 
     lv = get_level(level)
     p = lv.resolve(**params)
+    if lv.arch_specific:  # built for sm_90a only
+        arch = f"sm_{lv.min_cc}a"
     if find_disassembler():
         return instruction_mix(disassemble(lv, arch=arch, **p)), f"disassembled here for {arch}"
     for path in results.recorded_files():

@@ -36,7 +36,9 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
                               description="M = N = K")
     report_out, perf_out = w.Output(), w.Output()
     tried: list[dict[str, Any]] = []  # live measurements of this session, for the chart
-    live = device.gpu_available()
+    live = device.gpu_available() and lv.runs_on(device.compute_capability())
+    if arch is None and (lv.arch_specific or not live):  # report for the GPU the level was built for
+        arch = f"sm_{lv.min_cc}a" if lv.arch_specific else (device.arch() if live else None)
 
     def update(_change: Any = None) -> None:
         values = {name: c.value for name, c in controls.items()}
@@ -49,7 +51,10 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
                 display(HTML(f"<p>⚠ {html.escape(str(err))}</p>"))
             return
         with report_out:
-            display(compile_report(lv, arch=arch, **params))
+            try:
+                display(compile_report(lv, arch=arch, **params))
+            except ValueError as err:  # a setting this architecture cannot run
+                display(HTML(f"<p>⚠ {html.escape(str(err))}</p>"))
         with perf_out:
             if live:
                 _measure_live(lv, params, size_control.value, tried)
@@ -58,7 +63,9 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
 
     for c in [*controls.values(), size_control]:
         c.observe(update, names="value")
-    mode = ("live on " + device.gpu_name()) if live else "no GPU: compile report + recorded results"
+    mode = ("live on " + device.gpu_name()) if live else (
+        f"{device.gpu_name()} cannot run this level: compile report + recorded results" if device.gpu_available()
+        else "no GPU: compile report + recorded results")
     header = w.HTML(f"<b>{html.escape(lv.id)}</b> · {html.escape(mode)}")
     update()
     return w.VBox([header, w.HBox([w.VBox(list(controls.values()) + [size_control]), report_out]), perf_out])
@@ -67,12 +74,14 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
 def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[str, Any]]) -> None:
     import cupy
 
-    from .bench import time_gpu
+    from .bench import cublas_gemm, time_gpu
     from .check import check, random_operands
     from .models import gemm_flops
     from .plots import show, sweep_bar_figure
 
-    result = check(lv, 127, 129, 131, **params)
+    # an odd shape, or the least odd one the level's preconditions allow (multiples of 8 or 16)
+    shape = next(s for s in ((127, 129, 131), (127, 136, 264), (128, 144, 272)) if not lv.shape_rules(*s, params))
+    result = check(lv, *shape, **params)
     print(result)
     if not result.passed:
         return
@@ -84,7 +93,8 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
     if C_initial is not None:
         C[...] = C_initial
     t = time_gpu(lambda: gemm(A, B, lv, out=C, **run), budget_s=0.5, max_reps=20)
-    t_blas = time_gpu(lambda: cupy.matmul(A, B), budget_s=0.5, max_reps=20)
+    C_blas = cupy.empty((n, n), dtype=A.dtype)  # cuBLAS returns C in the input type
+    t_blas = time_gpu(lambda: cublas_gemm(A, B, C_blas), budget_s=0.5, max_reps=20)
     flops = gemm_flops(n, n, n)
     tried.append({"label": " ".join(f"{k}={v}" for k, v in params.items()) + f" @ {n}",
                   "tflops": flops / t.median_ms / 1e9, "cublas_tflops": flops / t_blas.median_ms / 1e9})
@@ -105,7 +115,7 @@ def launch_kwargs(lv: Level, params: dict[str, Any], M: int, N: int, xp: Any) ->
 
 
 def _show_recorded(lv: Level, params: dict[str, Any]) -> None:
-    matches = [r for r in results.recorded(lv.id) if r["level"] == lv.id and r["params"] == params]
+    matches = [r for r in results.recorded(lv.id, dtype=lv.dtypes[0]) if r["level"] == lv.id and r["params"] == params]
     if not matches:
         print("No recorded measurement for this setting. · 此设置没有记录的测量结果。")
         return

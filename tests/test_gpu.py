@@ -118,3 +118,44 @@ def test_mma_pipeline_level_correct_and_preconditions_enforced():
     _, buf = gc.random_operands(1, 64 * 64 + 8, 1, "float16")
     with pytest.raises(ValueError, match="16-byte boundary"):
         gc.gemm(buf.ravel()[1:64 * 64 + 1].reshape(64, 64), buf.ravel()[:64 * 64].reshape(64, 64), "10_mma_pipeline")
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
+def test_tensor_core_levels_take_bfloat16():
+    for shape in ((1, 8, 8), (33, 64, 40), (127, 136, 264), (257, 520, 1000)):
+        for level, params in (("09_wmma", {}), ("09_wmma", {"BM": 128, "BN": 128}), ("10_mma_pipeline", {"stages": 4})):
+            result = gc.check(level, *shape, dtype="bfloat16", **params)
+            assert result.passed, str(result)
+    result = gc.check("09_wmma", 64, 48, 32, dtype="bfloat16", staging="none")
+    assert result.passed, str(result)
+    A, B = gc.random_operands(64, 64, 64, "float16")
+    with pytest.raises(ValueError, match="same dtype"):
+        gc.gemm(A, gc.dtypes.to_bfloat16(B.astype("float32")), "10_mma_pipeline")
+
+
+HOPPER_SHAPES = ((1, 8, 8), (7, 16, 40), (33, 64, 72), (127, 136, 264), (129, 264, 1000), (257, 520, 1000),
+                 (1000, 8, 16), (300, 1032, 2048), (4097, 264, 64), (1024, 1024, 1024))
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() != 90, reason="needs sm_90 (Hopper)")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_hopper_level_correct_on_odd_shapes(dtype):
+    for shape in HOPPER_SHAPES:
+        for params in gc.get_level("11_hopper_wgmma").showcase:
+            result = gc.check("11_hopper_wgmma", *shape, dtype=dtype, **params)
+            assert result.passed, str(result)
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() != 90, reason="needs sm_90 (Hopper)")
+def test_hopper_level_preconditions_and_many_tiles():
+    for step, stages in ((2, 2), (3, 3), (4, 2)):  # a ring that wraps many times, over many tiles
+        result = gc.check("11_hopper_wgmma", 2000, 1040, 3000, step=step, stages=stages)
+        assert result.passed, str(result)
+    A, B = gc.random_operands(33, 65, 17, "bfloat16")
+    with pytest.raises(ValueError, match="multiples of 8"):
+        gc.gemm(A, B, "11_hopper_wgmma")
+    A, B = gc.random_operands(64, 64, 64, "float32")
+    with pytest.raises(ValueError, match="to_bfloat16"):
+        gc.gemm(A, B, "11_hopper_wgmma")
+    with pytest.raises(ValueError, match="stages at 4"):
+        gc.gemm(A, B, "11_hopper_wgmma", step=1, stages=2)

@@ -19,7 +19,7 @@ def _rec(level, n, **p):
 
 
 def _cublas(level, n):
-    return next(r for r in results.recorded(level) if r["level"] == "cublas" and r["M"] == n == r["N"] == r["K"])
+    return next(r for r in results.recorded(level, dtype="float16") if r["level"] == "cublas" and r["M"] == n == r["N"] == r["K"])
 
 
 def _mix(full=False, **p):

@@ -18,12 +18,12 @@ def _rec(level, n, **p):
 
 
 def _cublas(n):
-    return next(r for r in results.recorded(L9) if r["level"] == "cublas" and r["M"] == n == r["N"] == r["K"])
+    return next(r for r in results.recorded(L9, dtype="float16") if r["level"] == "cublas" and r["M"] == n == r["N"] == r["K"])
 
 
 def _sweep():
     n = gc.get_level(L9).sweep_size
-    return [r for r in results.recorded(L9) if r["level"] == L9 and r["M"] == n == r["N"] == r["K"]]
+    return [r for r in results.recorded(L9, dtype="float16") if r["level"] == L9 and r["M"] == n == r["N"] == r["K"]]
 
 
 def _mix(full=False, **p):
@@ -70,11 +70,11 @@ def test_level9_recorded_numbers():
     claims += [f"runs at {l8['tflops']:.2f} TFLOPS at 8192³, so this first Tensor Core kernel is {ratio:.1f} times faster",
                f"within the {lo} to {hi} times the seed guide promises", f"{ratio:.1f} times the best FP32 kernel"]
     # accuracy: fp32-accumulation bound at K = 8192, recorded errors of every setting and of cuBLAS (fp16 C)
-    errs = {f"{r['relative_error']:.1e}" for r in results.recorded(L9) if r["level"] == L9 and r["M"] == 8192}
+    errs = {f"{r['relative_error']:.1e}" for r in results.recorded(L9, dtype="float16") if r["level"] == L9 and r["M"] == 8192}
     assert len(errs) == 1
     tol = gc.tolerance("float16", 8192)
     assert all(r["relative_error"] < gc.tolerance("float16", r["K"])
-               for r in results.recorded(L9) if r["level"] == L9)
+               for r in results.recorded(L9, dtype="float16") if r["level"] == L9)
     assert blas["relative_error"] > tol
     claims += [f"At K = 8192 that bound is {tol:.1e}", f"relative error of {errs.pop()} for every setting at 8192³",
                f"its relative error is {blas['relative_error']:.1e}"]
@@ -84,7 +84,7 @@ def test_level9_recorded_numbers():
 def test_level9_compile_and_sass_numbers():
     prose = _english_prose(ROOT / "notebooks" / "09_wmma.ipynb")
     lv = gc.get_level(L9)
-    assert lv.min_cc == 70 and lv.uses_tensor_cores and lv.dtypes == ("float16",) and lv.out_dtype == "float32"
+    assert lv.min_cc == 70 and lv.uses_tensor_cores and lv.dtypes == ("float16", "bfloat16") and lv.out_dtype == "float32"
     r75, r90 = gc.compile_report(L9, arch="sm_75"), gc.compile_report(L9, arch="sm_90")
     big = gc.compile_report(L9, arch="sm_90", BM=128, BN=128)
     o75, o90 = r75.occupancy, r90.occupancy

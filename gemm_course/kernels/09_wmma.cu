@@ -1,4 +1,5 @@
-// Level 9 — Tensor Cores through the WMMA API: fp16 inputs, fp32 accumulation, fp32 C.
+// Level 9 — Tensor Cores through the WMMA API: fp16 or bf16 inputs (T = __half, sm_70+, or
+// __nv_bfloat16, sm_80+), fp32 accumulation, fp32 C.
 //
 // A Tensor Core instruction multiplies small matrix tiles as one operation. CUDA's WMMA API exposes
 // it per warp: the 32 lanes of a warp together hold a 16×16 "fragment" of A, of B and of the
@@ -18,14 +19,15 @@
 //                                  32×32 tile of C as 2×2 fragments, reusing every A fragment twice
 //                                  and every B fragment twice; fragments inside C are stored
 //                                  directly, edge fragments through a per-warp scratch tile.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
 
 using namespace nvcuda;
 
-template <int WARPS_M, int WARPS_N>
+template <typename T, int WARPS_M, int WARPS_N>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
-wmma_direct(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C,
+wmma_direct(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
             int M, int N, int K)
 {
     const int warp = threadIdx.x / 32;
@@ -33,8 +35,8 @@ wmma_direct(const __half* __restrict__ A, const __half* __restrict__ B, float* _
     const int col = (blockIdx.x * WARPS_N + warp % WARPS_N) * 16;
     if (row >= M || col >= N) return;  // the whole warp leaves together: no barrier follows
 
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
     for (int k = 0; k < K; k += 16) {
@@ -45,26 +47,26 @@ wmma_direct(const __half* __restrict__ A, const __half* __restrict__ B, float* _
     wmma::store_matrix_sync(C + (size_t)row * N + col, acc, N, wmma::mem_row_major);
 }
 
-template <int BM, int BN, bool VEC>
+template <typename T, int BM, int BN, bool VEC>
 __global__ void __launch_bounds__((BM / 32) * (BN / 32) * 32)
-wmma_shared(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C,
+wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
             int M, int N, int K)
 {
     constexpr int BK = 32;
     constexpr int WARPS_N = BN / 32;
     constexpr int THREADS = (BM / 32) * WARPS_N * 32;
     constexpr int A_LD = BK + 8, B_LD = BN + 8;  // +16 bytes per row: rows start in other banks
-    __shared__ __align__(32) __half As[BM][A_LD];
-    __shared__ __align__(32) __half Bs[BK][B_LD];
+    __shared__ __align__(32) T As[BM][A_LD];
+    __shared__ __align__(32) T Bs[BK][B_LD];
     __shared__ __align__(32) float scratch[THREADS / 32][16 * 16];  // edge fragments of C
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * 32;
-    const __half zero = __float2half(0.0f);
+    const T zero = static_cast<T>(0.0f);
 
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[2];
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b[2];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)

@@ -1,5 +1,6 @@
 // Level 10 — Tensor Cores without the WMMA wrapper: mma.sync + ldmatrix + a multi-stage cp.async
-// pipeline, with an XOR-swizzled shared layout. fp16 inputs, fp32 accumulation, fp32 C. sm_80+.
+// pipeline, with an XOR-swizzled shared layout. fp16 or bf16 inputs (BF16), fp32 accumulation, fp32 C.
+// sm_80+.
 //
 // Block tile 128×128, k-tile 32, 8 warps as 2 (m) × 4 (n); each warp owns a 64×32 tile of C as
 // 4 × 4 mma tiles of 16×8 (m16n8k16: one instruction multiplies a 16×16 piece of A by a 16×8 piece
@@ -43,7 +44,23 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool 
 __device__ __forceinline__ int swizzle_a(int row, int chunk) { return row * 4 + (chunk ^ ((row >> 1) & 3)); }
 __device__ __forceinline__ int swizzle_b(int row, int chunk) { return row * 16 + (chunk ^ (row & 7)); }
 
-template <int STAGES>
+// acc += a · b for one m16n8k16 tile; the input type only changes the instruction's name.
+template <bool BF16>
+__device__ __forceinline__ void mma_16816(float (&acc)[4], const unsigned (&a)[4], const unsigned (&b)[2])
+{
+    if constexpr (BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int STAGES, bool BF16>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
 gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                   float* __restrict__ C, int M, int N, int K)
@@ -132,11 +149,7 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
             for (int i = 0; i < 4; ++i)
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                                 : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                                 : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]),
-                                   "r"(b[j][0]), "r"(b[j][1]));
+                    mma_16816<BF16>(acc[i][j], a[i], b[j]);
         }
     }
     asm volatile("cp.async.wait_group 0;\n" ::);

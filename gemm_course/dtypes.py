@@ -1,0 +1,53 @@
+"""Input types by name, including bfloat16, which NumPy and CuPy have no dtype for.
+
+A bfloat16 matrix is stored as a uint16 array of its bit patterns (the upper half of a float32).
+Every level that takes bfloat16 reads a uint16 array that way; no level takes real uint16 data.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+BFLOAT16 = "bfloat16"
+_STORAGE = {BFLOAT16: "uint16"}
+
+
+def storage_dtype(name: str) -> str:
+    """The array dtype that holds values of the named type ("bfloat16" → "uint16")."""
+    return _STORAGE.get(name, name)
+
+
+def dtype_name(X: Any) -> str:
+    """The element type an array holds, by name: "bfloat16" for uint16 storage, else its dtype."""
+    name = str(X.dtype)
+    return BFLOAT16 if name == "uint16" else name
+
+
+def _xp(X: Any) -> Any:
+    import numpy as np
+
+    if isinstance(X, np.ndarray):
+        return np
+    import cupy
+
+    return cupy
+
+
+def to_bfloat16(X: Any) -> Any:
+    """Round a float array to bfloat16 (nearest, ties to even); returns the uint16 bit patterns."""
+    xp = _xp(X)
+    bits = xp.ascontiguousarray(X, dtype=xp.float32).view(xp.uint32)
+    rounding = ((bits >> 16) & 1) + 0x7FFF  # ties go to the even neighbour
+    return ((bits + rounding) >> 16).astype(xp.uint16)
+
+
+def to_float64(X: Any) -> Any:
+    """The values of an array as float64, decoding bfloat16 bit patterns (uint16) exactly."""
+    xp = _xp(X)
+    if dtype_name(X) == BFLOAT16:
+        return (X.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
+    return X.astype(xp.float64)
+
+
+def cast(X: Any, name: str) -> Any:
+    """Convert a float array to the named type (bfloat16 gives uint16 bit patterns)."""
+    return to_bfloat16(X) if name == BFLOAT16 else X.astype(name)

@@ -1,0 +1,75 @@
+"""Host side of Level 11 (Hopper): TMA tensor maps and the kernels' arguments.
+
+A TMA copy (cp.async.bulk.tensor) is described by a 128-byte "tensor map": the matrix's address,
+its sizes and row stride, the box one copy moves, and the shared-memory swizzle. The driver
+builds it (cuTensorMapEncodeTiled). CuPy does not wrap that call, so we call libcuda through
+ctypes (the driver is already loaded by CuPy: no extra package), copy the map to GPU memory and
+pass its address; the kernel hands that address to the TMA instruction.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Mapping
+
+import numpy as np
+
+# CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h)
+_TMA_DTYPE = {"float16": 6, "bfloat16": 9}
+_SWIZZLE_128B = 3
+_L2_PROMOTION_256B = 3
+BOX_INNER = 64  # elements: 64 × 2 bytes = one 128-byte swizzle row
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> Any:
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as err:
+        raise RuntimeError("TMA tensor maps need the CUDA driver (libcuda.so.1), which is not loadable here: "
+                           f"{err}") from None
+    fn = lib.cuTensorMapEncodeTiled
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int) -> bytes:
+    """The 128-byte CUtensorMap of a row-major rows × cols matrix of 2-byte elements, read in
+    boxes of box_rows × 64 elements with the 128-byte swizzle; zeros outside the matrix."""
+    if cols * 2 % 16 or address % 16:
+        raise ValueError("TMA needs 16-byte aligned rows: the column count must be a multiple of 8 "
+                         "and the matrix must start on a 16-byte boundary")
+    tensor_map = (ctypes.c_uint64 * 16)()
+    dims = (ctypes.c_uint64 * 2)(cols, rows)          # innermost first
+    strides = (ctypes.c_uint64 * 1)(cols * 2)         # bytes between rows
+    box = (ctypes.c_uint32 * 2)(BOX_INNER, box_rows)
+    element_strides = (ctypes.c_uint32 * 2)(1, 1)
+    status = _driver()(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2, ctypes.c_void_p(address), dims,
+                       strides, box, element_strides, 0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+    if status != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for a {rows}×{cols} "
+                           f"{type_name} matrix at {address:#x}, box {box_rows}×{BOX_INNER}")
+    return bytes(tensor_map)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int, device_id: int) -> Any:
+    import cupy
+
+    with cupy.cuda.Device(device_id):  # the map only describes memory: reuse it for the same matrix
+        return cupy.asarray(np.frombuffer(encode_tensor_map(address, type_name, rows, cols, box_rows), np.uint64))
+
+
+def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[str, Any]) -> tuple:
+    """(A, B, C, M, N, K) for step 1; (map of A, map of B, C, M, N, K) for the TMA steps."""
+    from .dtypes import dtype_name
+    from .levels import HOPPER_STEPS
+
+    sizes = (np.int32(M), np.int32(N), np.int32(K))
+    if params["step"] == 1:
+        return (A, B, C, *sizes)
+    type_name, dev = dtype_name(A), A.device.id
+    bm = HOPPER_STEPS[params["step"]][0]
+    map_a = _device_tensor_map(A.data.ptr, type_name, M, K, bm, dev)        # boxes of bm rows × 64 k
+    map_b = _device_tensor_map(B.data.ptr, type_name, K, N, BOX_INNER, dev)  # boxes of 64 k × 64 n
+    return (map_a, map_b, C, *sizes)
