@@ -1,4 +1,4 @@
-"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,multigpu,levels} ...
+"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,batched,multigpu,levels} ...
 
   bench    time chosen levels against cuBLAS over sizes, write a result file
   record   the course's recorded set for chosen levels (what ships in gemm_course/results/)
@@ -6,6 +6,7 @@
   summary  the recorded ladder from the shipped result files (no GPU needed)
   report   a level's compile report for an architecture (no GPU needed)
   sass     a kernel's instruction mix or full disassembly (needs cuobjdump or nvdisasm)
+  batched  a batch of small products in one launch, against one launch each and cuBLAS batched
   multigpu Level 12: row split and SUMMA over several GPUs with NCCL, against one GPU
   levels   the registry
 """
@@ -153,6 +154,19 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(compile_report(level, arch=args.arch, **params))
 
 
+def cmd_batched(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .bench import METHOD, _write_json, bench_batched, provenance
+
+    method = METHOD.format(min_reps=5, max_reps=50, budget_s=2.0, tf32=0).replace(
+        "cuBLAS (cupy.matmul", "cuBLAS strided-batched (cupy.matmul on 3-D arrays", 1)
+    rows = bench_batched()
+    if args.out:
+        _write_json(Path(args.out), {"schema": 1, "provenance": provenance(method), "records": [], "batched": rows})
+        print(f"wrote {len(rows)} batched cases to {args.out}")
+
+
 def cmd_multigpu(args: argparse.Namespace) -> None:
     from .multigpu import bench_multigpu
 
@@ -204,6 +218,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--full", action="store_true", help="print the whole SASS listing")
     p.set_defaults(func=cmd_sass)
+
+    p = sub.add_parser("batched", help="batched GEMM against one launch per product and cuBLAS batched")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_batched)
 
     p = sub.add_parser("multigpu", help="Level 12: one GEMM over several GPUs with NCCL")
     p.add_argument("--sizes", default="8192,16384")

@@ -324,3 +324,49 @@ def bench_fusion(shapes: Sequence[tuple[int, int, int]] = FUSION_SHAPES, activat
         del A, B, C
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+BATCHED_CASES: tuple[tuple[int, int], ...] = ((1024, 64), (512, 128), (256, 256), (64, 512), (16, 1024))
+BATCHED_CONFIGS: tuple[Config, ...] = (("08_warp_tiling", {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
+                                       ("08_warp_tiling", {}))
+
+
+def bench_batched(cases: Sequence[tuple[int, int]] = BATCHED_CASES, configs: Sequence[Config] = BATCHED_CONFIGS,
+                  progress: Callable[[str], None] = print, **timing: Any) -> list[dict[str, Any]]:
+    """A batch of independent n×n×n products (fp32): one batched launch of a level against the same
+    kernel launched once per product, and against cuBLAS's strided-batched GEMM (cupy.matmul on 3-D
+    arrays), all in the same run. Every result is checked against a float64 product first."""
+    import cupy
+
+    from .check import random_operands
+
+    if os.environ.get("CUPY_TF32", "0") != "0":
+        raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32 and not be an fp32 baseline; unset it")
+    rows = []
+    for batch, n in cases:
+        A, B = random_operands(n, n, n, "float32", batch=batch)
+        reference = to_float64(A) @ to_float64(B)
+        C = cupy.empty((batch, n, n), dtype=cupy.float32)
+        flops = batch * gemm_flops(n, n, n)
+        t_blas = time_gpu(lambda: cupy.matmul(A, B, out=C), **timing)
+        row = {"batch": batch, "M": n, "N": n, "K": n, "cublas_batched": {**asdict(t_blas),
+               "tflops": flops / t_blas.median_ms / 1e9, "relative_error": relative_error(C, reference)},
+               "levels": []}
+        for level, params in configs:
+            C.fill(cupy.nan)
+            gemm(A, B, level, out=C, **params)
+            err = relative_error(C, reference)
+            if not err <= tolerance("float32", n):
+                progress(f"batch {batch} × {n}³ {level} {params}: WRONG RESULT (error {err:.2e}); not timed")
+                continue
+            batched = time_gpu(lambda: gemm(A, B, level, out=C, **params), **timing)
+            looped = time_gpu(lambda: [gemm(A[i], B[i], level, out=C[i], **params) for i in range(batch)], **timing)
+            row["levels"].append({"level": level, "params": get_level(level).resolve(**params), "relative_error": err,
+                                  "batched": {**asdict(batched), "tflops": flops / batched.median_ms / 1e9},
+                                  "looped": {**asdict(looped), "tflops": flops / looped.median_ms / 1e9}})
+            progress(f"batch {batch} × {n}³ {level} {params}: one launch {batched.median_ms:.3f} ms, "
+                     f"{batch} launches {looped.median_ms:.3f} ms, cuBLAS batched {t_blas.median_ms:.3f} ms")
+        rows.append(row)
+        del A, B, C, reference
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows

@@ -74,25 +74,28 @@ class CheckResult:
 
 
 def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Optional[int] = None,
-                    xp: Any = None) -> tuple[Any, Any]:
+                    xp: Any = None, batch: int = 0) -> tuple[Any, Any]:
     """Uniform(−1, 1) matrices: never zeros, so unwritten or mis-indexed outputs cannot hide.
 
     dtype "bfloat16" gives uint16 arrays of bf16 bit patterns (see gemm_course.dtypes).
+    batch > 0: a batch of that many products, A of shape batch × M × K and B batch × K × N.
     """
     if xp is None:
         import cupy as xp
     rng = xp.random.default_rng(seed)
-    A = cast(2.0 * rng.random((M, K)) - 1.0, dtype)
-    B = cast(2.0 * rng.random((K, N)) - 1.0, dtype)
+    lead = (batch,) if batch else ()
+    A = cast(2.0 * rng.random(lead + (M, K)) - 1.0, dtype)
+    B = cast(2.0 * rng.random(lead + (K, N)) - 1.0, dtype)
     return A, B
 
 
 def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[str] = None,
           seed: Optional[int] = None, source: Optional[str] = None, backend: str = "auto",
-          **params: Any) -> CheckResult:
+          batch: int = 0, **params: Any) -> CheckResult:
     """Run a level once on fresh random inputs and compare with a float64 product.
 
     backend as for gemm(): "cuda" (CuPy), "cpu" (NumPy, the CPU backend) or "auto".
+    batch > 0: a batch of that many independent products in one launch (batched levels).
     """
     lv = get_level(level)
     resolved = lv.resolve(**params)
@@ -101,8 +104,8 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
     else:
         import cupy as xp
     dtype = dtype or lv.dtypes[0]
-    A, B = random_operands(M, N, K, dtype, seed, xp)
-    C = xp.full((M, N), xp.nan, dtype=lv.out_dtype or dtype)  # poison: anything not written stays NaN
+    A, B = random_operands(M, N, K, dtype, seed, xp, batch)
+    C = xp.full(A.shape[:-1] + (N,), xp.nan, dtype=lv.out_dtype or dtype)  # poison: unwritten stays NaN
     reference = to_float64(A) @ to_float64(B)  # the rounded inputs, exactly
     run_params: dict[str, Any] = dict(resolved)
     if lv.epilogue:
@@ -112,7 +115,8 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
             C = C_initial  # read by the kernel: no poison
     gemm(A, B, lv, out=C, source=source, backend=backend, **run_params)
     unwritten = int(xp.isnan(C).sum())
-    return CheckResult(lv.id, resolved, M, N, K, dtype, relative_error(C, reference),
+    params_shown = resolved | {"batch": batch} if batch else resolved
+    return CheckResult(lv.id, params_shown, M, N, K, dtype, relative_error(C, reference),
                        tolerance(dtype, K), unwritten)
 
 

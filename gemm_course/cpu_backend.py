@@ -536,18 +536,19 @@ def require_simt(lv: Level) -> None:
 
 def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
               source: Optional[str] = None, *, extra_args: Sequence[Any] = (),
-              timeout_s: Optional[float] = None) -> None:
+              timeout_s: Optional[float] = None, launch: Optional[Launch] = None) -> None:
     """C = A @ B with a level's kernel on the CPU; operands already validated (see launch.gemm).
 
     params: what kernel_name() and geometry() take. The kernel gets (A, B, C, M, N, K, *extra_args)
-    (e.g. an epilogue level's bias vector, alpha and beta; None for a null pointer).
+    (e.g. an epilogue level's bias vector, alpha and beta; None for a null pointer). launch: the
+    geometry (default: the level's for these shapes; a batch adds grid z).
     """
     require_simt(lv)
-    (M, K), N = A.shape, B.shape[1]
+    (M, K), N = A.shape[-2:], B.shape[-1]
     text = source if source is not None else lv.path.read_text(encoding="utf-8")
     kernel = compile_kernel(text, lv.kernel_name(params), lv.source)
     names = ["A", "B", "C", "M", "N", "K"] + [f"argument {6 + i}" for i in range(len(extra_args))]
     if lv.epilogue and len(extra_args) == 3:
         names[6:] = ["bias", "alpha", "beta"]
-    kernel.launch(lv.geometry(M, N, K, params), [A, B, C, M, N, K, *extra_args], names=names,
+    kernel.launch(launch or lv.geometry(M, N, K, params), [A, B, C, M, N, K, *extra_args], names=names,
                   timeout_s=timeout_s)

@@ -10,19 +10,25 @@ import numpy as np
 from . import device
 from .compile import get_kernel
 from .dtypes import BFLOAT16, dtype_name, storage_dtype
-from .levels import Level, get_level
+from .levels import Launch, Level, get_level, levels
 
 MAX_GRID_YZ = 65535
 
 
-def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, xp: Any) -> tuple[int, int, int]:
+def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
+                    xp: Any) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of valid operands (batch 0: one product of 2-D matrices), or a clear error."""
     array_type = xp.ndarray
     for name, X in (("A", A), ("B", B)):
         if not isinstance(X, array_type):
             raise TypeError(f"{name} must be a {xp.__name__}.ndarray (got {type(X).__name__}); "
                             f"convert it with {xp.__name__}.asarray({name})")
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D matrix; got shape {X.shape}")
+        if X.ndim == 3 and not lv.batched:
+            batched = ", ".join(other.id for other in levels() if other.batched)
+            raise ValueError(f"{name} has shape {X.shape}: level {lv.id} multiplies 2-D matrices only; "
+                             f"for a batch of products use a batched level ({batched}), or loop")
+        if X.ndim not in (2, 3):
+            raise ValueError(f"{name} must be a 2-D matrix (or a 3-D batch of them); got shape {X.shape}")
         if dtype_name(X) not in lv.dtypes:
             how = (f"gemm_course.dtypes.to_bfloat16({name}) (uint16 bit patterns: {xp.__name__} has no "
                    "bfloat16)" if lv.dtypes[0] == BFLOAT16 else f"{name}.astype({xp.__name__}.{lv.dtypes[0]})")
@@ -33,19 +39,25 @@ def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
                              f"use {xp.__name__}.ascontiguousarray({name})")
     if A.dtype != B.dtype:
         raise ValueError(f"A is {A.dtype} but B is {B.dtype}; give both the same dtype")
-    (M, K), (K2, N) = A.shape, B.shape
+    if A.ndim != B.ndim or (A.ndim == 3 and A.shape[0] != B.shape[0]):
+        raise ValueError(f"A {A.shape} and B {B.shape}: give two matrices, or two batches of the same length")
+    batch = A.shape[0] if A.ndim == 3 else 0
+    (M, K), (K2, N) = A.shape[-2:], B.shape[-2:]
     if K != K2:
         raise ValueError(f"shapes do not match for A @ B: A is {M}×{K}, B is {K2}×{N}; "
                          "A's column count must equal B's row count")
+    if A.ndim == 3 and not 1 <= batch <= MAX_GRID_YZ:
+        raise ValueError(f"a batch holds 1 to {MAX_GRID_YZ} products (one per grid z index); got {batch}")
     if min(M, N, K) < 1:
         raise ValueError(f"empty matrices are not supported: M={M}, N={N}, K={K} must all be ≥ 1")
     if max(M, N, K) >= 2**31:
         raise ValueError("each of M, N, K must be below 2**31 (the kernels index with int)")
     c_dtype = xp.dtype(lv.out_dtype or storage_dtype(dtype_name(A)))
+    c_shape = (batch, M, N) if batch else (M, N)
     if out is not None:
-        if not isinstance(out, array_type) or out.shape != (M, N) or out.dtype != c_dtype \
+        if not isinstance(out, array_type) or out.shape != c_shape or out.dtype != c_dtype \
                 or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a contiguous {xp.__name__}.ndarray of shape ({M}, {N}) "
+            raise ValueError(f"out must be a contiguous {xp.__name__}.ndarray of shape {c_shape} "
                              f"and dtype {c_dtype}")
     if lv.alignment:
         for name, X in (("A", A), ("B", B), ("out", out)):
@@ -56,7 +68,7 @@ def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
     problems = lv.shape_rules(M, N, K, params)
     if problems:
         raise ValueError("; ".join(f"{en} / {zh}" for en, zh in problems))
-    return M, N, K
+    return batch, M, N, K
 
 
 BACKENDS = ("auto", "cuda", "cpu")
@@ -100,9 +112,13 @@ def _split_epilogue(lv: Level, params: dict[str, Any]) -> tuple[dict[str, Any], 
     return params, Epilogue(bias, alpha, beta)
 
 
-def _geometry(lv: Level, resolved: dict[str, Any], M: int, N: int, K: int) -> Any:
-    """The launch geometry, refused with a clear message where it breaks CUDA's grid limits."""
+def _geometry(lv: Level, resolved: dict[str, Any], M: int, N: int, K: int, batch: int = 0) -> Launch:
+    """The launch geometry (grid z = the batch), refused with a clear message where it breaks
+    CUDA's grid limits."""
     launch = lv.geometry(M, N, K, resolved)
+    if batch:
+        launch = Launch(grid=(launch.grid[0], launch.grid[1], batch), block=launch.block,
+                        dynamic_shared_bytes=launch.dynamic_shared_bytes)
     if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
         raise ValueError(f"the grid {launch.grid} exceeds CUDA's limit of {MAX_GRID_YZ} blocks in y/z "
                          f"for M={M}, N={N}; use a larger block_y / tile, or split the product")
@@ -123,8 +139,11 @@ def _address(X: Any) -> int:
 
 def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, N: int, K: int) -> dict[str, Any]:
     """What kernel_name() sees: the setting, plus "bf16" for a level that takes bfloat16 (the input
-    type is a template argument), and "aligned" for a level with a vector fast path (K and N
-    multiples of the vector width, A, B, C on whole-vector addresses)."""
+    type is a template argument), "batched" for a batch of products (3-D operands), and "aligned"
+    for a level with a vector fast path (K and N multiples of the vector width, A, B, C on
+    whole-vector addresses)."""
+    if A.ndim == 3:
+        resolved = resolved | {"batched": True}
     if BFLOAT16 in lv.dtypes:
         resolved = resolved | {"bf16": dtype_name(A) == BFLOAT16}
     if not lv.vector_width:
@@ -143,6 +162,8 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     thread by thread (gemm_course.cpu_backend; small shapes; SIMT levels only).
     backend="auto" (the default): "cuda" when a GPU is visible, else "cpu".
     params are the level's tunable parameters (see levels()); missing ones take their defaults.
+    A batched level (05, 07, 08) also takes 3-D A (batch × M × K) and B (batch × K × N): all the
+    products in one launch, C of shape batch × M × N.
     An epilogue level (06) also takes bias=<vector of N values> (or bias=False), alpha and beta:
     C = act(alpha·A·B + bias) + beta·C, the last term with accumulate=True.
     source replaces the level's CUDA file with your own edited copy (same kernel names).
@@ -155,11 +176,11 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     device.require_gpu(f"running level {lv.id}")
     import cupy
 
-    M, N, K = _check_operands(lv, resolved, A, B, out, cupy)
+    batch, M, N, K = _check_operands(lv, resolved, A, B, out, cupy)
     _require_cc(lv, resolved, dtype_name(A))
     _check_bias(epilogue, N, A.dtype, cupy)
-    launch = _geometry(lv, resolved, M, N, K)
-    C = out if out is not None else cupy.empty((M, N), dtype=lv.out_dtype or A.dtype)
+    launch = _geometry(lv, resolved, M, N, K, batch)
+    C = out if out is not None else cupy.empty(A.shape[:-1] + (N,), dtype=lv.out_dtype or A.dtype)
     kernel_params = _kernel_params(lv, resolved, A, B, C, N, K)
     kernel = get_kernel(lv, kernel_params, source)
     if launch.dynamic_shared_bytes > 48 * 1024:
@@ -200,10 +221,11 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
         if type(X).__module__.split(".")[0] == "cupy":
             raise TypeError(f"{name} is a CuPy array, but backend='cpu' takes NumPy arrays; "
                             f"pass {name}.get() (or cupy.asnumpy({name})), or use backend='cuda'")
-    M, N, K = _check_operands(lv, resolved, A, B, out, np)
+    batch, M, N, K = _check_operands(lv, resolved, A, B, out, np)
     _check_bias(epilogue, N, A.dtype, np)
-    _geometry(lv, resolved, M, N, K)  # the same limits as on a GPU
-    C = out if out is not None else np.empty((M, N), dtype=lv.out_dtype or A.dtype)
+    launch = _geometry(lv, resolved, M, N, K, batch)  # the same limits as on a GPU
+    C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=lv.out_dtype or A.dtype)
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
-    cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra)
+    cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra,
+                          launch=launch)
     return C

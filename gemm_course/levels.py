@@ -81,6 +81,9 @@ class Level:
     arch_specific: bool = False
     # The kernel's arguments when they are not (A, B, C, M, N, K): (A, B, C, M, N, K, params) → tuple.
     kernel_args: Optional[Callable[..., tuple]] = None
+    # The kernel also computes a batch of independent products in one launch: 3-D A (batch × M × K),
+    # B (batch × K × N) and C, one product per blockIdx.z (its geometry leaves grid z to the batch).
+    batched: bool = False
 
     @property
     def path(self) -> Path:
@@ -306,10 +309,11 @@ def _thread_tile_rules(p: Mapping[str, Any], vector: int = 1) -> list[tuple[str,
     if threads < 32:
         out.append((f"only {threads} threads per block (BM/TM · BN/TN); a block needs at least one warp of 32",
                     f"每个线程块只有 {threads} 个线程（BM/TM · BN/TN）；至少需要一个 32 线程的线程束"))
-    shared = 4 * p["BK"] * (p["BM"] + 4 + p["BN"])
+    shared = 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"])  # two (double-buffered) tiles of A and B
     if shared > STATIC_SHARED_LIMIT:
-        out.append((f"the tiles need {shared} B of shared memory, over the 48 KB static limit; lower BK, BM or BN",
-                    f"分块需要 {shared} B 共享内存，超过 48 KB 的静态上限；请减小 BK、BM 或 BN"))
+        out.append((f"the two buffered tiles need {shared} B of shared memory, over the 48 KB static limit; "
+                    "lower BK, BM or BN", f"两组双缓冲分块需要 {shared} B 共享内存，超过 48 KB 的静态上限；"
+                    "请减小 BK、BM 或 BN"))
     if p["TM"] * p["TN"] > 128:
         out.append((f"TM·TN = {p['TM'] * p['TN']} accumulators per thread cannot stay in 255 registers",
                     f"每线程 TM·TN = {p['TM'] * p['TN']} 个累加器，255 个寄存器放不下"))
@@ -321,8 +325,13 @@ def _thread_tile_rules(p: Mapping[str, Any], vector: int = 1) -> list[tuple[str,
     return out
 
 
+def _batched_suffix(p: Mapping[str, Any]) -> str:
+    """The trailing template argument of a batched launch (the launcher sets "batched")."""
+    return ", true" if p.get("batched") else ""
+
+
 def _block_tile_name(kernel: str, p: Mapping[str, Any]) -> str:
-    return f"{kernel}<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}>"
+    return f"{kernel}<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}{_batched_suffix(p)}>"
 
 
 def _tuning_sweep(p: Mapping[str, Any]) -> bool:
@@ -343,6 +352,7 @@ REGISTER_BLOCKING = Level(
     rules=_thread_tile_rules,
     showcase=({}, {"BM": 64, "BN": 64, "TM": 4, "TN": 4}),
     sweep=_tuning_sweep,
+    batched=True,
 )
 
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2}
@@ -385,6 +395,7 @@ VECTORIZED = Level(
     vector_width=4,
     showcase=({}, {"BK": 16}),
     sweep=_tuning_sweep,
+    batched=True,
 )
 
 
@@ -436,13 +447,14 @@ WARP_TILING = Level(
               "65536 / (线程数 · min_blocks)）"),
     ),
     kernel_name=lambda p: (f"gemm_warp_tiled<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, "
-                           f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}>"),
+                           f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}{_batched_suffix(p)}>"),
     geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, p["BM"]) * ceil_div(N, p["BN"]), 1, 1),
                                        block=(_warp_threads(p), 1, 1)),
     rules=_warp_rules,
     vector_width=4,
     showcase=({}, {"BM": 64, "BN": 128}),
     sweep=lambda p: 128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256),
+    batched=True,
 )
 
 

@@ -518,3 +518,40 @@ def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8), network_gbs: float = 50.0
                                    mode="markers", name="measured", marker=dict(size=11, color="#222")))
     show(_layout(model_fig, f"cost model vs measurement, {n}³ · 代价模型与实测", "GPUs · GPU 数", "TFLOPS"))
     return rows
+
+
+def batched(cases: Optional[Sequence[tuple[int, int]]] = None) -> list[dict]:
+    """A batch of small products: one batched launch, one launch per product, and cuBLAS's
+    strided-batched GEMM, in TFLOPS per case. Live on a GPU (small cases), else the recorded run."""
+    import plotly.graph_objects as go
+
+    from .bench import bench_batched
+    from .plots import CUBLAS_COLOR, PALETTE, _layout, config_label
+
+    if device.gpu_available():
+        rows = bench_batched(cases or ((1024, 64), (256, 256)))
+        where = f"measured live on {device.gpu_name()}"
+    else:
+        data = next((d for d in (results.load(f) for f in results.recorded_files()) if d.get("batched")), None)
+        if data is None:
+            print("No recorded batched measurement.")
+            return []
+        rows, p = data["batched"], data["provenance"]
+        where = f"recorded: {p['gpu']}, {p['date'][:10]}, CuPy {p['cupy']}"
+    labels = [f"{r['batch']} × {r['M']}³" for r in rows]
+    fig = go.Figure([go.Bar(name="cuBLAS strided-batched · cuBLAS 跨步批量", x=labels,
+                            y=[r["cublas_batched"]["tflops"] for r in rows], marker_color=CUBLAS_COLOR)])
+    settings = [(lv["level"], lv["params"]) for lv in rows[0]["levels"]] if rows else []
+    for i, (level, params) in enumerate(settings):
+        name = config_label({"level": level, "params": params})
+        for mode, label_en, label_zh, pattern in (("batched", "one launch", "一次启动", ""),
+                                                   ("looped", "one launch per product", "每个乘积一次启动", "/")):
+            y = [next((lv[mode]["tflops"] for lv in r["levels"] if (lv["level"], lv["params"]) == (level, params)),
+                      None) for r in rows]
+            fig.add_trace(go.Bar(name=f"{name}: {label_en} · {label_zh}", x=labels, y=y,
+                                 marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape=pattern)))
+    fig = _layout(fig, "batched GEMM (fp32) · 批量 GEMM（fp32）", "batch × n³ · 批次数 × n³", "TFLOPS")
+    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False, font=dict(size=11))
+    fig.update_layout(barmode="group")
+    show(fig)
+    return rows

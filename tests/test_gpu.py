@@ -159,3 +159,11 @@ def test_hopper_level_preconditions_and_many_tiles():
         gc.gemm(A, B, "11_hopper_wgmma")
     with pytest.raises(ValueError, match="stages at 4"):
         gc.gemm(A, B, "11_hopper_wgmma", step=1, stages=2)
+
+
+@pytest.mark.parametrize("level", [lv.id for lv in gc.levels() if lv.batched])
+def test_batched_levels_on_odd_shapes(level):
+    for batch, shape in ((3, (33, 65, 17)), (5, (127, 129, 131)), (2, (257, 64, 1000)), (64, (64, 64, 64))):
+        for params in gc.get_level(level).showcase:
+            result = gc.check(level, *shape, batch=batch, **params)
+            assert result.passed, str(result)

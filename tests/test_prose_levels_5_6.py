@@ -64,12 +64,12 @@ def test_level5_prose_numbers_come_from_the_recorded_file():
         f"reaches {s[8192]['tflops']:.2f} TFLOPS ({s[8192]['ratio_to_cublas']:.1%})",
         f"{1 - s[8192]['tflops'] / d[8192]['tflops']:.0%} slower than the larger tile",
         f"We measure {d[8192]['ratio_to_cublas']:.1%} at 8192³",
-        f"nothing better than {best['ratio_to_cublas']:.1%} at 4096³",
+        f"the best setting of the sweep below reaches {best['ratio_to_cublas']:.1%} at 4096³",
         f"all {len(sweep)} settings",
         f"{best['tflops']:.2f} TFLOPS, {best['ratio_to_cublas']:.1%} of cuBLAS, against {d[4096]['tflops']:.2f} for BK = 8",
         f"The worst is {min(r['tflops'] for r in sweep):.2f} TFLOPS",
-        f"the default runs at {d[1024]['tflops']:.2f} TFLOPS ({d[1024]['ratio_to_cublas']:.1%} of cuBLAS) and the "
-        f"64×64 tile at {s[1024]['tflops']:.2f} ({s[1024]['ratio_to_cublas']:.1%})",
+        f"the 64×64 tile runs at {s[1024]['tflops']:.2f} TFLOPS ({s[1024]['ratio_to_cublas']:.1%} of cuBLAS) and the "
+        f"default at {d[1024]['tflops']:.2f} ({d[1024]['ratio_to_cublas']:.1%})",
         f"{d[2048]['tflops']:.2f} TFLOPS ({d[2048]['ratio_to_cublas']:.1%}) against {s[2048]['tflops']:.2f} "
         f"({s[2048]['ratio_to_cublas']:.1%})",
         f"claims {results.SEED_CLAIMS[L5]:.0%} of cuBLAS for this level",
@@ -81,36 +81,39 @@ def test_level5_prose_numbers_come_from_the_recorded_file():
 
     # the sweep's ranking claims
     ranked = sorted(sweep, key=lambda r: -r["tflops"])
-    assert all((r["params"]["TM"], r["params"]["TN"]) == (8, 8) for r in ranked[:6])
+    assert sum((r["params"]["TM"], r["params"]["TN"]) == (8, 8) for r in ranked[:6]) == 5
     slow = [r for r in ranked[-8:] if gc.compile_report(L5, arch="sm_90", **r["params"]).threads_per_block == 512]
-    assert len(slow) == 6 and all({r["params"]["TM"], r["params"]["TN"]} == {4, 8} for r in slow)
-    for r in slow:
-        rep = gc.compile_report(L5, arch="sm_90", **r["params"])
-        assert rep.registers == 66 and rep.occupancy.blocks_per_sm == 1
-    assert "six of the eight slowest are 512-thread blocks" in prose and "at 66 registers per thread" in prose
-    assert "(32 per 12 instead of 64 per 16)" in prose
+    assert len(slow) == 5 and all((r["params"]["TM"], r["params"]["TN"]) in ((4, 4), (4, 8)) for r in slow)
+    assert all(gc.compile_report(L5, arch="sm_90", **r["params"]).occupancy.blocks_per_sm == 1 for r in slow)
+    rest = [r for r in ranked[-8:] if r not in slow]
+    assert all(gc.compile_report(L5, arch="sm_90", **r["params"]).threads_per_block == 64 and r["params"]["BM"] == 32
+               for r in rest)
+    assert "Five of the six fastest settings use 8×8 thread tiles" in prose
+    assert "Five of the eight slowest are 512-thread blocks with 4×4 or 4×8 thread tiles" in prose
+    assert "(16 per 8, or 32 per 12, instead of 64 per 16)" in prose and "the other three are 64-thread blocks" in prose
 
     # the three refused settings
     assert f"2×2 per thread ({(256 // 2) * (256 // 2)} threads)" in prose
-    assert f"need {4 * 32 * (256 + 4 + 256)} B" in prose
+    assert f"need {2 * 4 * 32 * (256 + 4 + 256)} B" in prose
     for bad in (dict(BM=256, BN=256, TM=2, TN=2), dict(TM=3), dict(BM=256, BN=256, BK=32)):
         try:
             gc.compile_report(L5, **bad)
         except ValueError as err:
-            assert str((256 // 2) ** 2) in str(err) or "TM=3" in str(err) or str(4 * 32 * 516) in str(err)
+            assert str((256 // 2) ** 2) in str(err) or "TM=3" in str(err) or str(2 * 4 * 32 * 516) in str(err)
         else:
             raise AssertionError(f"{bad} should be refused")
 
     # ptxas against the seed's arithmetic
     rep = gc.compile_report(L5, arch="sm_90")
     per_block = rep.registers * rep.threads_per_block
-    assert f"{rep.static_shared_bytes} B instead of {(128 * 8 + 8 * 128) * 4} B" in prose
+    assert f"The shared memory is {rep.static_shared_bytes} B instead of {(128 * 8 + 8 * 128) * 4} B: two buffers of " \
+           f"{rep.static_shared_bytes // 2} B" in prose
     assert f"ptxas uses {rep.registers} per thread" in prose and rep.threads_per_block == 256
     assert f"takes {per_block} of an SM's 65536 registers, so {rep.occupancy.blocks_per_sm} blocks fit, " \
            f"{rep.occupancy.warps_per_sm} of {rep.occupancy.max_warps_per_sm} warps, {rep.occupancy.fraction:.0%} occupancy" in prose
     assert occupancy("sm_90", 256, 100, 8192).blocks_per_sm == rep.occupancy.blocks_per_sm  # "the same 2 blocks"
     assert rep.spill_store_bytes == rep.spill_load_bytes == 0  # "With no spills"
-    assert "the 4 floats of padding on each of the 8 rows" in prose and rep.static_shared_bytes - 8192 == 4 * 4 * 8
+    assert "the 4 floats of padding on each of the 8 rows" in prose and rep.static_shared_bytes // 2 - 8192 == 4 * 4 * 8
 
     # the instruction mix (recorded for sm_90)
     mix, small_mix = _sass(L5, DEFAULT), _sass(L5, SMALL)
@@ -118,7 +121,7 @@ def test_level5_prose_numbers_come_from_the_recorded_file():
     assert f"feeds {mix['FFMA'] // mix['LDS.128']} FMAs" in prose
     assert f"{small_mix['FFMA']} FFMA against {small_mix['LDS.128']} LDS.128, " \
            f"{small_mix['FFMA'] // small_mix['LDS.128']} FMAs per load" in prose
-    assert f"{mix['LDG.32']} LDG.32 and {mix['STS.32']} STS.32 per k-tile" in prose
+    assert "LDG.32" not in mix and mix["LDGSTS.32"] > 0 and "the `LDGSTS.32` of `cp.async`" in prose  # copies bypass registers
     # Level 2's count is the one its own notebook quotes (32 FMAs, 32 LDS.32 + 8 LDS.128)
     assert "40 shared-memory loads for 32 FMAs" in _english_prose(ROOT / "notebooks" / "02_smem_tiling.ipynb")
     assert "Level 2 managed 32 FMAs for 40 shared loads" in prose and "(Level 2 counted 40 loads for 32 FMAs)" in prose
@@ -142,21 +145,24 @@ def test_level6_prose_numbers_come_from_the_recorded_file():
         _minus(f"ReLU with bias {e['relu']['tflops']:.2f} ({e['relu']['tflops'] / none - 1:+.1%})"),
         _minus(f"GELU with bias {e['gelu']['tflops']:.2f} ({e['gelu']['tflops'] / none - 1:+.1%})"),
         _minus(f"accumulate {e['accumulate']['tflops']:.2f} ({e['accumulate']['tflops'] / none - 1:+.1%})"),
-        f"the options cost {1 - e['accumulate']['tflops'] / none:.1%} to {1 - e['gelu']['tflops'] / none:.1%} at 8192³",
     ]
+    # "within about 1.5%", "ReLU with bias even measuring a little faster", GELU and accumulate the costs
+    assert all(abs(r["tflops"] / none - 1) < 0.015 for r in e.values())
+    assert e["relu"]["tflops"] > none > max(e["gelu"]["tflops"], e["accumulate"]["tflops"])
     fusion = next(results.load(f)["fusion"] for f in results.recorded_files() if results.load(f).get("fusion"))
     row = {(r["M"], r["N"], r["K"]): r for r in fusion}
     big, k512, k128, k64 = row[8192, 8192, 8192], row[8192, 8192, 512], row[8192, 8192, 128], row[16384, 8192, 64]
     for r in fusion:  # the byte count the prose quotes
         assert r["extra_bytes_unfused"] == 16 * r["M"] * r["N"] + 4 * r["N"]
+    assert big["fused_ms"] <= big["gemm_only_ms"]  # "it took no longer than the GEMM alone"
+    saving = f"{1 - big['fused_ms'] / big['unfused_ms']:.1%}"
     claims += [
         f"{row[4096, 4096, 4096]['extra_bytes_unfused'] / 1e6:.0f} MB at 4096³",
         f"{big['extra_bytes_unfused'] / 1e9:.2f} GB for an 8192×8192 output",
         f"{k64['extra_bytes_unfused'] / 1e9:.2f} GB for 16384×8192",
         f"the fused kernel takes {big['fused_ms']:.2f} ms and the unfused sequence {big['unfused_ms']:.2f} ms, "
-        f"{big['fused_ms'] / big['unfused_ms'] - 1:.1%} in the unfused sequence's favour",
+        f"{saving} less",
         f"add {big['unfused_ms'] - big['gemm_only_ms']:.2f} ms to a {big['gemm_only_ms']:.2f} ms GEMM",
-        f"itself ({big['fused_ms'] - big['gemm_only_ms']:.2f} ms",
         f"At 8192×8192×512 the fused kernel is {k512['unfused_ms'] / k512['fused_ms']:.2f} times faster",
         f"at 8192×8192×128 {k128['unfused_ms'] / k128['fused_ms']:.2f} times ({k128['fused_ms']:.2f} ms against "
         f"{k128['unfused_ms']:.2f} ms)",
@@ -165,26 +171,27 @@ def test_level6_prose_numbers_come_from_the_recorded_file():
         f"{k64['cublas_unfused_ms']:.2f} ms",
         f"the two kernels add {k128['unfused_ms'] - k128['gemm_only_ms']:.2f} ms to a {k128['gemm_only_ms']:.2f} ms GEMM",
         "1024 at $K = 8192$, 16 at $K = 128$, 8 at $K = 64$",
-        f"to {k64['unfused_ms'] / k64['fused_ms']:.2f} times at $K = 64$",
-        f"(the fused kernel was {big['fused_ms'] / big['unfused_ms'] - 1:.1%} slower) and is "
-        f"{k128['unfused_ms'] / k128['fused_ms']:.2f} to {k64['unfused_ms'] / k64['fused_ms']:.2f} times faster",
+        f"from {saving} at 8192³ to {k64['unfused_ms'] / k64['fused_ms']:.2f} times at $K = 64$",
+        f"fusion saves {saving} at 8192³ and is {k128['unfused_ms'] / k128['fused_ms']:.2f} to "
+        f"{k64['unfused_ms'] / k64['fused_ms']:.2f} times faster",
         f"at {results.SEED_CLAIMS[L6]:.0%} of cuBLAS against {results.SEED_CLAIMS[L5]:.0%} for Level 5",
         f"Level 5 reaches {_find(L5, 1024, **DEFAULT)['ratio_to_cublas']:.1%} of cuBLAS and the fused kernel with ReLU "
         f"and bias {_find(L6, 1024, **DEFAULT, **EPILOGUES['relu'])['ratio_to_cublas']:.1%}",
     ]
     for claim in claims:
         assert claim in prose, f"the Level 6 prose should say {claim!r} (from the recorded file)"
-    assert big["fused_ms"] > big["unfused_ms"]  # "saves nothing measurable" at 8192³
     assert k128["cublas_unfused_ms"] > k128["fused_ms"] and k64["cublas_unfused_ms"] > k64["fused_ms"]
     assert k512["cublas_unfused_ms"] < k512["fused_ms"]  # "at those two smallest shapes" only
 
     # registers and instruction mix of the epilogue options (ptxas here, SASS as recorded)
     regs = {gc.compile_report(L6, arch="sm_90", **v).registers for v in EPILOGUES.values()}
-    assert regs == {gc.compile_report(L5, arch="sm_90").registers} == {124}
-    assert "124 registers per thread for every option" in prose
+    assert regs == {gc.compile_report(L5, arch="sm_90").registers}
+    assert f"{regs.pop()} registers per thread for every option" in prose
     mix = {k: _sass(L6, {**DEFAULT, **v}) for k, v in EPILOGUES.items()}
-    assert f"the kernel has {mix['none']['FFMA']} FFMA" in prose and f"and {mix['none']['LDG.32']} four-byte global" in prose
-    assert mix["relu"]["FFMA"] - mix["none"]["FFMA"] == mix["relu"]["LDG.32"] - mix["none"]["LDG.32"] == 64
-    assert mix["accumulate"]["LDG.32"] - mix["none"]["LDG.32"] == 64
+    assert f"the kernel has {mix['none']['FFMA']} FFMA" in prose
+    assert f"and {mix['none']['LDGSTS.32']} four-byte copies into shared memory (`LDGSTS.32`" in prose
+    assert "LDG.32" not in mix["none"]
+    assert mix["relu"]["FFMA"] - mix["none"]["FFMA"] == mix["relu"]["LDG.32"] == 64
+    assert mix["accumulate"]["LDG.32"] == 64
     assert "adds 64 FFMA and 64 global loads per thread" in prose and "adds the same 64 loads" in prose
     assert f"brings the FFMA count to {mix['gelu']['FFMA']}" in prose

@@ -46,21 +46,22 @@ def test_level7_prose_numbers():
     l5b4, l7b4 = _rec(L5, 4096, BK=16), _rec(L7, 4096, BK=16)
     settings = {tuple(sorted(r["params"].items())) for r in _sweep(L7)}
     best = max(_sweep(L7), key=lambda r: r["tflops"])
-    assert best["params"] == {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 8}
+    assert best["params"] == {"BM": 128, "BN": 256, "BK": 8, "TM": 8, "TN": 8}
+    l74 = _rec(L7, 4096)
     s1, s1b = _rec(L7, 1024), _rec(L7, 1024, BK=16)
     claims = [
         f"runs at {l7['tflops']:.2f} TFLOPS, {l7['ratio_to_cublas']:.1%} of cuBLAS's {_cublas(l7):.1f} TFLOPS, "
         f"against {l5['tflops']:.2f} TFLOPS ({l5['ratio_to_cublas']:.1%} of cuBLAS)",
         f"{l7['tflops'] / l5['tflops'] - 1:+.0%} from vector accesses alone",
-        f"reaches {l7b['tflops']:.2f} TFLOPS at 8192³, {l7b['ratio_to_cublas']:.1%} of cuBLAS",
+        f"reaches {l7b['tflops']:.2f} TFLOPS at 8192³, {l7b['ratio_to_cublas']:.1%} of cuBLAS, slower than `BK = 8`",
         f"runs at {l5b4['tflops']:.2f} TFLOPS and Level 7 with `BK = 16` at {l7b4['tflops']:.2f} "
         f"({l7b4['tflops'] / l5b4['tflops'] - 1:+.0%})",
         f"The best of the {len(settings)} settings",
         f"at {best['tflops']:.2f} TFLOPS, {best['ratio_to_cublas']:.1%} of cuBLAS",
         f"runs at {s1['tflops']:.2f} TFLOPS ({s1['ratio_to_cublas']:.1%}) and the `BK = 16` setting at "
         f"{s1b['tflops']:.2f} ({s1b['ratio_to_cublas']:.1%})",
-        "below that anchor ({:.1%} at 8192³)".format(l5["ratio_to_cublas"]),
-        f"{l7b['ratio_to_cublas']:.1%} at 8192³, {best['ratio_to_cublas']:.1%} for the best setting at 4096³",
+        f"Level 5's default at {l5['ratio_to_cublas']:.1%} at 8192³, Level 7's at {l7['ratio_to_cublas']:.1%} at 8192³ "
+        f"({l74['ratio_to_cublas']:.1%} at 4096³), {best['ratio_to_cublas']:.1%} for the best setting at 4096³",
         f"only {gc.get_level(L7).geometry(1024, 1024, 1024, gc.get_level(L7).resolve()).grid[0] ** 2} blocks",
         f"the H200's {results.find(L7, 8192)['provenance']['sm_count']} SMs",
     ]
@@ -73,18 +74,22 @@ def test_level7_prose_numbers():
     threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
     per_thread = p["BM"] * p["BK"] // threads
     assert_prose_says([f"holds {p['BM'] * p['BK']} floats", f"copies {per_thread} floats of each",
-                 f"{2 * per_thread} four-byte global loads in Level 5, {2 * per_thread // 4} sixteen-byte",
+                 f"{2 * per_thread} four-byte copies in Level 5, {2 * per_thread // 4} sixteen-byte",
                  f"`BK = {p['BK']}` and {threads} threads"], prose)
     r5, r7 = gc.compile_report(L5, arch="sm_90"), gc.compile_report(L7, arch="sm_90")
     assert r7.spill_store_bytes == r7.spill_load_bytes == 0 and r7.occupancy.blocks_per_sm == 2
-    assert gc.compile_report(L7, arch="sm_90", BK=16).registers <= r7.registers
-    assert_prose_says([f"{r7.registers} registers per thread against Level 5's {r5.registers}"], prose)
+    r7b = gc.compile_report(L7, arch="sm_90", BK=16)
+    assert r7b.spill_store_bytes > 0 and l7b["tflops"] < l7["tflops"]  # "the compiler spills ... costs speed"
+    assert_prose_says([f"{r7.registers} registers per thread against Level 5's {r5.registers}",
+                       f"the compiler spills {r7b.spill_store_bytes} bytes per thread"], prose)
     m5, m7 = _mix(L5), _mix(L7)
-    assert_prose_says([f"{m5['LDG.32']} `LDG.32`, {m5['STG.32']} `STG.32`", f"{m7['LDG.128']} `LDG.128`, {m7['STG.128']} `STG.128`",
+    assert_prose_says([f"({m5['LDGSTS.32']} `LDGSTS.32`) and stores C four bytes at a time ({m5['STG.32']} `STG.32`)",
+                 f"({m7['LDG.128']} `LDG.128`, {m7['STG.128']} `STG.128`",
                  f"from {m5['STG.32']} instructions to {m7['STG.128']}", f"{m7['FFMA']} `FFMA` against {m7['LDS.128']} `LDS.128`",
                  f"takes {m7['STG.128']} instructions instead of {m5['STG.32']}"], prose)
     assert m5["FFMA"] == m7["FFMA"] and m5["LDS.128"] == m7["LDS.128"]
-    assert not any(k.startswith(("LDG.128", "STG.128")) for k in m5) and "LDG.32" not in m7 and "STG.32" not in m7
+    assert m7["LDG.128"] == 4  # "the two loads of a k-tile, written once for the first k-tile and once in the loop"
+    assert not any(k.startswith(("LDG.", "STG.128")) for k in m5) and "LDG.32" not in m7 and "STG.32" not in m7
     assert "STS.128" in m7 and "STS.32" in m7
 
 
@@ -93,12 +98,12 @@ def test_level8_prose_numbers():
     d = {n: _rec(L8, n) for n in (1024, 2048, 4096, 8192)}
     s = {n: _rec(L8, n, BM=64) for n in (1024, 8192)}
     r = d[8192]
-    l7b = _rec(L7, 8192, BK=16)
+    l7 = _rec(L7, 8192)
     claims = [
         f"runs at {r['tflops']:.2f} TFLOPS at 8192³, {r['ratio_to_cublas']:.1%} of cuBLAS's {_cublas(r):.2f} TFLOPS",
         f"median {r['median_ms']:.2f} ms over {r['reps']} runs, quartiles {r['q1_ms']:.2f} to {r['q3_ms']:.2f} ms, "
         f"fastest {r['min_ms']:.2f} ms, slowest {r['max_ms']:.2f} ms",
-        f"({l7b['tflops']:.2f} TFLOPS at 8192³) that is {r['tflops'] / l7b['tflops'] - 1:+.0%}",
+        f"Against Level 7's default ({l7['tflops']:.2f} TFLOPS at 8192³) that is {r['tflops'] / l7['tflops'] - 1:+.0%}",
         f"reaches {d[1024]['ratio_to_cublas']:.1%} of cuBLAS at 1024³, {d[2048]['ratio_to_cublas']:.1%} at 2048³, "
         f"{d[4096]['ratio_to_cublas']:.1%} at 4096³ and {d[8192]['ratio_to_cublas']:.1%} at 8192³",
         f"{s[1024]['tflops']:.2f} TFLOPS ({s[1024]['ratio_to_cublas']:.1%}) against {d[1024]['tflops']:.2f} "

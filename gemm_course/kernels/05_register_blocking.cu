@@ -25,6 +25,8 @@
 //
 // Edges: elements outside A or B load as zeros; only elements inside C are stored. Any M, N, K.
 
+#include "common.cuh"
+
 template <int BM, int BN, int BK, int TM, int TN>
 struct RegisterTile {
     static constexpr int THREADS = (BM / TM) * (BN / TN);
@@ -33,66 +35,79 @@ struct RegisterTile {
     float Bs[BK][BN];
 };
 
-// Load the k-tile starting at k0 into shared memory (all threads of the block take part).
-template <int BM, int BN, int BK, int TM, int TN>
-__device__ __forceinline__ void load_register_tile(RegisterTile<BM, BN, BK, TM, TN>& s,
-                                                   const float* __restrict__ A, const float* __restrict__ B,
-                                                   int M, int N, int K, int row0, int col0, int k0, int tid)
-{
-    constexpr int THREADS = RegisterTile<BM, BN, BK, TM, TN>::THREADS;
-#pragma unroll
-    for (int e = tid; e < BM * BK; e += THREADS) {  // A tile: k fastest, so global reads coalesce
-        const int m = e / BK, k = e % BK;
-        const int gr = row0 + m, gk = k0 + k;
-        s.As[k][m] = (gr < M && gk < K) ? A[(size_t)gr * K + gk] : 0.0f;
-    }
-#pragma unroll
-    for (int e = tid; e < BK * BN; e += THREADS) {  // B tile: n fastest
-        const int k = e / BN, n = e % BN;
-        const int gk = k0 + k, gc = col0 + n;
-        s.Bs[k][n] = (gk < K && gc < N) ? B[(size_t)gk * N + gc] : 0.0f;
-    }
-}
-
+// Double buffering (Level 4) carried into this level: two RegisterTiles. While the threads multiply
+// the k-tile in one, the next k-tile is already being copied into the other with cp.async (Level 4's
+// second copy mode, common.cuh), which moves data from global to shared memory without passing
+// through registers. That matters here: staging the next tile in registers would cost 8 more per
+// thread, and at 128 registers (two 256-thread blocks per SM) the compiler would spill. One barrier
+// per k-tile suffices: it publishes the new tile and also guarantees that everyone has finished
+// with the old one before it is overwritten in the next iteration. Before sm_80 the copies are
+// ordinary loads and stores (correct, not overlapped).
+//
 // The main loop: acc[i][j] = sum over K of A[row0 + tr·TM + i][k] · B[k][col0 + tc·TN + j].
 template <int BM, int BN, int BK, int TM, int TN>
 __device__ __forceinline__ void register_blocked_mainloop(const float* __restrict__ A,
                                                           const float* __restrict__ B, int M, int N, int K,
                                                           int row0, int col0, float (&acc)[TM][TN])
 {
-    __shared__ RegisterTile<BM, BN, BK, TM, TN> s;
+    constexpr int THREADS = RegisterTile<BM, BN, BK, TM, TN>::THREADS;
+    __shared__ RegisterTile<BM, BN, BK, TM, TN> s[2];
     const int tid = threadIdx.x;
     const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+
+    // Global → shared without a stop in registers: cp.async (sm_80+; an ordinary copy before).
+    auto load = [&](RegisterTile<BM, BN, BK, TM, TN>& t, int k0) {
+#pragma unroll
+        for (int e = tid; e < BM * BK; e += THREADS) {  // A: k fastest (coalesced), stored transposed
+            const int gr = row0 + e / BK, gk = k0 + e % BK;
+            const bool ok = gr < M && gk < K;
+            copy_async_4(&t.As[e % BK][e / BK], ok ? A + (size_t)gr * K + gk : A, ok);
+        }
+#pragma unroll
+        for (int e = tid; e < BK * BN; e += THREADS) {  // B: n fastest
+            const int gk = k0 + e / BN, gc = col0 + e % BN;
+            const bool ok = gk < K && gc < N;
+            copy_async_4(&t.Bs[e / BN][e % BN], ok ? B + (size_t)gk * N + gc : B, ok);
+        }
+        copy_async_commit();
+    };
 
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        load_register_tile(s, A, B, M, N, K, row0, col0, k0, tid);
-        __syncthreads();
+    load(s[0], 0);
+    copy_async_wait_all();
+    __syncthreads();
+    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+        if (k0 + BK < K) load(s[cur ^ 1], k0 + BK);  // in flight while tile k0 is multiplied
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[TM], b[TN];
 #pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = s.As[k][tr * TM + i];
+            for (int i = 0; i < TM; ++i) a[i] = s[cur].As[k][tr * TM + i];
 #pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = s.Bs[k][tc * TN + j];
+            for (int j = 0; j < TN; ++j) b[j] = s[cur].Bs[k][tc * TN + j];
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
         }
+        copy_async_wait_all();
         __syncthreads();
     }
 }
 
-template <int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+// Two blocks per SM (the compiler keeps registers ≤ 128 for 256 threads) unless a block is larger.
+#define REGISTER_BLOCKS_PER_SM(THREADS) ((THREADS) <= 256 ? 2 : 1)
+
+template <int BM, int BN, int BK, int TM, int TN, bool BATCHED = false>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), REGISTER_BLOCKS_PER_SM((BM / TM) * (BN / TN)))
 gemm_register_blocked(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                       int M, int N, int K)
 {
+    if (BATCHED) BATCH_ENTRY(A, B, C, M, N, K);  // one product of a batch per grid z index (common.cuh)
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float acc[TM][TN];
     register_blocked_mainloop<BM, BN, BK, TM, TN>(A, B, M, N, K, row0, col0, acc);

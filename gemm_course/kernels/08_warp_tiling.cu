@@ -21,7 +21,9 @@
 // Block order: blocks are numbered along the grid's only dimension and mapped to tiles in groups of
 // GROUP_M tile rows (column by column inside a group), so blocks running at the same time share
 // rows of A and columns of B in the L2 cache instead of sweeping all of B.
-//
+
+#include "common.cuh"
+
 // VEC (the host picks it): true needs K and N multiples of 4 and 16-byte aligned pointers; every
 // float4 is then entirely inside or outside its matrix. false loads and stores element by element
 // with a guard on each, for any shape. Out-of-range elements load as zeros; only C's elements are
@@ -29,11 +31,12 @@
 
 // MIN_BLOCKS asks the compiler to fit that many blocks per SM (it caps registers accordingly):
 // two 256-thread blocks need at most 128 registers per thread.
-template <int BM, int BN, int BK, int WM, int WN, bool VEC, int MIN_BLOCKS = 2>
+template <int BM, int BN, int BK, int WM, int WN, bool VEC, int MIN_BLOCKS = 2, bool BATCHED = false>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                 int M, int N, int K)
 {
+    if (BATCHED) BATCH_ENTRY(A, B, C, M, N, K);  // one product of a batch per grid z index (common.cuh)
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
     constexpr int WM_ITER = WM / 32, WN_ITER = WN / 16;

@@ -1,6 +1,17 @@
 // Helpers shared by several levels. Included with #include "common.cuh".
 #pragma once
 
+// A batch of independent products stored one after another (A: batch × M × K, B: batch × K × N,
+// C: batch × M × N) runs as one launch with one grid z index per product; each block first moves
+// the three pointers to its own product. With gridDim.z = 1 (a single product) it adds nothing.
+#define BATCH_ENTRY(A, B, C, M, N, K)                \
+    do {                                             \
+        const size_t batch_entry_ = blockIdx.z;      \
+        A += batch_entry_ * (size_t)(M) * (K);       \
+        B += batch_entry_ * (size_t)(K) * (N);       \
+        C += batch_entry_ * (size_t)(M) * (N);       \
+    } while (0)
+
 // Asynchronous 4-byte copy global -> shared (sm_80+: cp.async, which bypasses registers and lets
 // the thread run on while the copy is in flight). `valid == false` writes a zero instead: the
 // source size 0 makes the hardware zero-fill without reading global memory. Before sm_80 (and on
