@@ -528,17 +528,19 @@ MMA_PIPELINE = Level(
     title_zh="mma.sync、ldmatrix 与 cp.async 多级流水线",
     source="10_mma_pipeline.cu",
     params=(Param("stages", 3, (2, 3, 4), "shared-memory buffers in the cp.async pipeline (k-tiles in "
-                  "flight + 1)", "cp.async 流水线中的共享内存缓冲区数（在途的 k 分块数 + 1）"),),
-    kernel_name=lambda p: f"gemm_mma_pipeline<{p['stages']}, {str(p.get('bf16', False)).lower()}>",
-    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, 128) * ceil_div(N, 128), 1, 1), block=(256, 1, 1),
-                                       dynamic_shared_bytes=p["stages"] * 16 * 1024),
+                  "flight + 1)", "cp.async 流水线中的共享内存缓冲区数（在途的 k 分块数 + 1）"),
+            Param("BN", 128, (128, 256), "columns of C per thread block (each warp owns 64×BN/4)",
+                  "每个线程块负责的 C 的列数（每个线程束负责 64×BN/4）")),
+    kernel_name=lambda p: f"gemm_mma_pipeline<{p['stages']}, {str(p.get('bf16', False)).lower()}, {p['BN']}>",
+    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, 128) * ceil_div(N, p["BN"]), 1, 1), block=(256, 1, 1),
+                                       dynamic_shared_bytes=p["stages"] * (8 + p["BN"] // 16) * 1024),
     dtypes=("float16", "bfloat16"),
     out_dtype="float32",
     min_cc=80,
     uses_tensor_cores=True,
     alignment=16,
     shape_rules=_mma_shape_rules,
-    showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}),
+    showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}, {"stages": 4, "BN": 256}),
 )
 
 

@@ -109,8 +109,8 @@ def test_notebook_calls_measure_live_on_a_gpu():
 @pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
 def test_mma_pipeline_level_correct_and_preconditions_enforced():
     for shape in ((1, 8, 8), (33, 64, 40), (127, 136, 264), (257, 520, 1000), (1000, 8, 16), (300, 1024, 2048)):
-        for stages in (2, 3, 4):
-            result = gc.check("10_mma_pipeline", *shape, stages=stages)
+        for params in ({"stages": 2}, {"stages": 3}, {"stages": 4}, {"stages": 4, "BN": 256}, {"stages": 2, "BN": 256}):
+            result = gc.check("10_mma_pipeline", *shape, **params)
             assert result.passed, str(result)
     A, B = gc.random_operands(33, 65, 17, "float16")
     with pytest.raises(ValueError, match="multiples of 8"):
@@ -123,7 +123,8 @@ def test_mma_pipeline_level_correct_and_preconditions_enforced():
 @pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
 def test_tensor_core_levels_take_bfloat16():
     for shape in ((1, 8, 8), (33, 64, 40), (127, 136, 264), (257, 520, 1000)):
-        for level, params in (("09_wmma", {}), ("09_wmma", {"BM": 128, "BN": 128}), ("10_mma_pipeline", {"stages": 4})):
+        for level, params in (("09_wmma", {}), ("09_wmma", {"BM": 128, "BN": 128}), ("10_mma_pipeline", {"stages": 4}),
+                              ("10_mma_pipeline", {"stages": 4, "BN": 256})):
             result = gc.check(level, *shape, dtype="bfloat16", **params)
             assert result.passed, str(result)
     result = gc.check("09_wmma", 64, 48, 32, dtype="bfloat16", staging="none")

@@ -2,10 +2,12 @@
 // pipeline, with an XOR-swizzled shared layout. fp16 or bf16 inputs (BF16), fp32 accumulation, fp32 C.
 // sm_80+.
 //
-// Block tile 128×128, k-tile 32, 8 warps as 2 (m) × 4 (n); each warp owns a 64×32 tile of C as
-// 4 × 4 mma tiles of 16×8 (m16n8k16: one instruction multiplies a 16×16 piece of A by a 16×8 piece
-// of B). Per 16-deep k-step a warp issues 4 ldmatrix.x4 for A, 2 ldmatrix.x4.trans for B and
-// 16 mma.sync.
+// Block tile 128×BN (BN = 128 or 256), k-tile 32, 8 warps as 2 (m) × 4 (n); each warp owns a
+// 64×(BN/4) tile of C as 4 × (BN/32) mma tiles of 16×8 (m16n8k16: one instruction multiplies a
+// 16×16 piece of A by a 16×8 piece of B). Per 16-deep k-step a warp issues 4 ldmatrix.x4 for A,
+// BN/64 ldmatrix.x4.trans for B and BN/8 mma.sync: with BN = 256 each fragment of A feeds twice as
+// many mma.sync (the 64×64 warp tile), at the price of 128 accumulators per thread and one block
+// per SM.
 //
 //   global ──cp.async 16 B──▶ shared stage s ──ldmatrix──▶ registers ──mma.sync──▶ accumulators
 //            (no registers,      (STAGES buffers:          (one instruction
@@ -14,8 +16,8 @@
 //                                tile kt is computed)
 //
 // Shared layout and swizzle. A stage holds A as 128 rows × 32 halves (4 chunks of 16 B per row)
-// and B as 32 rows (k) × 128 halves (16 chunks per row). ldmatrix reads one 16-byte chunk from each
-// of 8 consecutive rows at once. Unswizzled, those 8 chunks would sit 64 B (A) or 256 B (B) apart
+// and B as 32 rows (k) × BN halves (BN/8 chunks per row). ldmatrix reads one 16-byte chunk from each
+// of 8 consecutive rows at once. Unswizzled, those 8 chunks would sit 64 B (A) or 2·BN B (B) apart
 // and share banks (4-way and 8-way conflicts). Storing chunk c of row r at position
 //     A: c ^ ((r / 2) % 4)          B: c ^ (r % 8)
 // puts the 8 chunks of any such read in 8 different 16-byte bank groups, conflict-free; the copy
@@ -26,7 +28,6 @@
 // zero-filled by cp.async (source size 0); only elements inside C are stored.
 
 #define MMA_BM 128
-#define MMA_BN 128
 #define MMA_BK 32
 #define MMA_THREADS 256
 
@@ -42,7 +43,8 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool 
 }
 
 __device__ __forceinline__ int swizzle_a(int row, int chunk) { return row * 4 + (chunk ^ ((row >> 1) & 3)); }
-__device__ __forceinline__ int swizzle_b(int row, int chunk) { return row * 16 + (chunk ^ (row & 7)); }
+template <int BN>
+__device__ __forceinline__ int swizzle_b(int row, int chunk) { return row * (BN / 8) + (chunk ^ (row & 7)); }
 
 // acc += a · b for one m16n8k16 tile; the input type only changes the instruction's name.
 template <bool BF16>
@@ -60,28 +62,29 @@ __device__ __forceinline__ void mma_16816(float (&acc)[4], const unsigned (&a)[4
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int STAGES, bool BF16>
-__global__ void __launch_bounds__(MMA_THREADS, 2)
+template <int STAGES, bool BF16, int BN = 128>
+__global__ void __launch_bounds__(MMA_THREADS, BN == 128 ? 2 : 1)
 gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                   float* __restrict__ C, int M, int N, int K)
 {
     extern __shared__ __align__(128) unsigned char smem[];
-    // Stage s: A chunks [s][128 × 4], then B chunks [s][32 × 16]; a chunk is 16 bytes (uint4).
+    constexpr int NT = BN / 32;  // n8 tiles per warp
+    // Stage s: A chunks [s][128 × 4], then B chunks [s][32 × BN/8]; a chunk is 16 bytes (uint4).
     uint4* const a_chunks = reinterpret_cast<uint4*>(smem);
     uint4* const b_chunks = a_chunks + STAGES * MMA_BM * 4;
 
     // Grouped block order for L2 reuse (as in Level 8).
-    const int tiles_m = (M + MMA_BM - 1) / MMA_BM, tiles_n = (N + MMA_BN - 1) / MMA_BN;
+    const int tiles_m = (M + MMA_BM - 1) / MMA_BM, tiles_n = (N + BN - 1) / BN;
     const int per_group = 8 * tiles_n;
     const int first_m = (blockIdx.x / per_group) * 8;
     const int group_rows = min(tiles_m - first_m, 8);
     const int row0 = (first_m + (blockIdx.x % per_group) % group_rows) * MMA_BM;
-    const int col0 = ((blockIdx.x % per_group) / group_rows) * MMA_BN;
+    const int col0 = ((blockIdx.x % per_group) / group_rows) * BN;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;  // this warp's 64×32 tile
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * (BN / 4);  // this warp's 64×(BN/4) tile
 
-    // Issue the copies of k-tile kt into stage s: 512 A chunks and 512 B chunks, 2 + 2 per thread.
+    // Issue the copies of k-tile kt into stage s: 512 A chunks and 4·BN B chunks, 2 + BN/64 per thread.
     auto load_tile = [&](int kt, int s) {
         const int k0 = kt * MMA_BK;
 #pragma unroll
@@ -93,20 +96,20 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
             cp_async_16(smem_address(a_chunks + s * MMA_BM * 4 + swizzle_a(r, c)), src, ok);
         }
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < BN / 64; ++i) {
             const int e = tid + i * MMA_THREADS;
-            const int r = e / 16, c = e % 16;  // B: row r (k) of the tile, chunk c (8 halves of n)
+            const int r = e / (BN / 8), c = e % (BN / 8);  // B: row r (k) of the tile, chunk c (8 halves of n)
             const bool ok = k0 + r < K && col0 + c * 8 < N;
             const unsigned short* src = ok ? B + (size_t)(k0 + r) * N + col0 + c * 8 : B;
-            cp_async_16(smem_address(b_chunks + s * MMA_BK * 16 + swizzle_b(r, c)), src, ok);
+            cp_async_16(smem_address(b_chunks + s * MMA_BK * (BN / 8) + swizzle_b<BN>(r, c)), src, ok);
         }
     };
 
-    float acc[4][4][4];  // [m16 tile][n8 tile][fragment element]
+    float acc[4][NT][4];  // [m16 tile][n8 tile][fragment element]
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
             for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
 
@@ -127,10 +130,10 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
 
         const int s = kt % STAGES;
         const uint4* as = a_chunks + s * MMA_BM * 4;
-        const uint4* bs = b_chunks + s * MMA_BK * 16;
+        const uint4* bs = b_chunks + s * MMA_BK * (BN / 8);
 #pragma unroll
         for (int kk = 0; kk < MMA_BK; kk += 16) {
-            unsigned a[4][4], b[4][2];
+            unsigned a[4][4], b[NT][2];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {  // A 16×16: lanes 0-15 rows at k chunk 0, lanes 16-31 at chunk 1
                 const int r = wm + i * 16 + lane % 16, c = kk / 8 + lane / 16;
@@ -139,16 +142,16 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
                              : "r"(smem_address(as + swizzle_a(r, c))));
             }
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {  // B 16(k)×16(n), transposed: two n8 tiles per ldmatrix
+            for (int j = 0; j < NT / 2; ++j) {  // B 16(k)×16(n), transposed: two n8 tiles per ldmatrix
                 const int r = kk + lane % 16, c = (wn + j * 16) / 8 + lane / 16;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(b[2 * j][0]), "=r"(b[2 * j][1]), "=r"(b[2 * j + 1][0]), "=r"(b[2 * j + 1][1])
-                             : "r"(smem_address(bs + swizzle_b(r, c))));
+                             : "r"(smem_address(bs + swizzle_b<BN>(r, c))));
             }
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < NT; ++j)
                     mma_16816<BF16>(acc[i][j], a[i], b[j]);
         }
     }
@@ -159,7 +162,7 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = row0 + wm + i * 16 + g + h * 8, c = col0 + wn + j * 8 + q;
