@@ -47,13 +47,13 @@ def find(level: str, M: int, N: Optional[int] = None, K: Optional[int] = None,
     """The one recorded record of a level at a size with exactly these params (KeyError if none).
 
     dtype: the input type; by default the level's first (its recorded showcase), e.g. float16 for
-    Level 10, bfloat16 for Level 11.
+    Level 10, bfloat16 for Level 11; for "cublas", float32 (the baseline of Levels 1-8).
     """
     from .levels import get_level
 
     N = M if N is None else N
     K = M if K is None else K
-    dtype = dtype or get_level(level).dtypes[0]
+    dtype = dtype or ("float32" if level == "cublas" else get_level(level).dtypes[0])
     for r in recorded(level, gpu, dtype=dtype):
         if r["level"] == level and (r["M"], r["N"], r["K"]) == (M, N, K) and \
                 all(r["params"].get(k) == v for k, v in params.items()):

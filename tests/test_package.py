@@ -304,3 +304,9 @@ def test_widget_launch_kwargs_run_every_epilogue_setting():
         gc.gemm(A, B, lv, out=C, backend="cpu", **run)
         assert np.isfinite(C).all()
     assert launch_kwargs(gc.get_level("01_naive"), {"mapping": "cols"}, 4, 4, np) == ({"mapping": "cols"}, None)
+
+
+def test_find_cublas_defaults_to_the_fp32_baseline():
+    r = results.find("cublas", 4096)
+    assert r["level"] == "cublas" and r["dtype"] == "float32"
+    assert results.find("cublas", 8192, dtype="bfloat16")["dtype"] == "bfloat16"
