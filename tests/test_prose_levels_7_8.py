@@ -96,44 +96,55 @@ def test_level7_prose_numbers():
 def test_level8_prose_numbers():
     prose = _english_prose(ROOT / "notebooks" / "08_warp_tiling.ipynb")
     d = {n: _rec(L8, n) for n in (1024, 2048, 4096, 8192)}
-    s = {n: _rec(L8, n, BM=64) for n in (1024, 8192)}
-    r = d[8192]
+    s = {n: _rec(L8, n, BM=64) for n in (1024, 2048, 4096, 8192)}
+    r, s8 = d[8192], s[8192]
     l7 = _rec(L7, 8192)
+    pct = lambda x: f"{x['ratio_to_cublas']:.1%}"  # noqa: E731
+    assert all(s[n]["tflops"] > d[n]["tflops"] for n in s)  # "better at every size"
+    assert s[1024]["ratio_to_cublas"] > 1  # "faster than cuBLAS" at 1024³
     claims = [
-        f"runs at {r['tflops']:.2f} TFLOPS at 8192³, {r['ratio_to_cublas']:.1%} of cuBLAS's {_cublas(r):.2f} TFLOPS",
+        f"runs at {r['tflops']:.2f} TFLOPS at 8192³, {pct(r)} of cuBLAS's {_cublas(r):.2f} TFLOPS",
         f"median {r['median_ms']:.2f} ms over {r['reps']} runs, quartiles {r['q1_ms']:.2f} to {r['q3_ms']:.2f} ms, "
         f"fastest {r['min_ms']:.2f} ms, slowest {r['max_ms']:.2f} ms",
         f"Against Level 7's default ({l7['tflops']:.2f} TFLOPS at 8192³) that is {r['tflops'] / l7['tflops'] - 1:+.0%}",
-        f"reaches {d[1024]['ratio_to_cublas']:.1%} of cuBLAS at 1024³, {d[2048]['ratio_to_cublas']:.1%} at 2048³, "
-        f"{d[4096]['ratio_to_cublas']:.1%} at 4096³ and {d[8192]['ratio_to_cublas']:.1%} at 8192³",
-        f"{s[1024]['tflops']:.2f} TFLOPS ({s[1024]['ratio_to_cublas']:.1%}) against {d[1024]['tflops']:.2f} "
-        f"({d[1024]['ratio_to_cublas']:.1%})",
-        f"falls back to {s[8192]['tflops']:.2f} TFLOPS ({s[8192]['ratio_to_cublas']:.1%})",
-        f"{d[4096]['ratio_to_cublas']:.1%} at 4096³, {d[8192]['ratio_to_cublas']:.1%} at 8192³, "
-        f"{d[2048]['ratio_to_cublas']:.1%} at 2048³ (and {d[1024]['ratio_to_cublas']:.1%} at 1024³)",
-        f"42.03 TFLOPS at 8192³, {r['ratio_to_cublas']:.1%} of cuBLAS",
+        f"reaches {pct(d[1024])} of cuBLAS at 1024³, {pct(d[2048])} at 2048³, {pct(d[4096])} at 4096³ and {pct(d[8192])} at 8192³",
+        f"runs at {s[1024]['tflops']:.2f} TFLOPS ({pct(s[1024])}) against {d[1024]['tflops']:.2f} ({pct(d[1024])})",
+        f"{s[2048]['tflops']:.2f} TFLOPS ({pct(s[2048])}) at 2048³, {s[4096]['tflops']:.2f} ({pct(s[4096])}) at 4096³ and "
+        f"{s8['tflops']:.2f} ({pct(s8)}) at 8192³",
+        f"The default setting reaches {pct(d[4096])} at 4096³, {pct(d[8192])} at 8192³ and {pct(d[2048])} at 2048³ "
+        f"(and {pct(d[1024])} at 1024³)",
+        f"The 64×128 showcase reaches {pct(s[4096])}, {pct(s8)} and {pct(s[2048])}",
     ]
-    assert f"{r['tflops']:.2f}" == "42.03"
     lv = gc.get_level(L8)
     blocks = {bm: lv.geometry(1024, 1024, 1024, lv.resolve(BM=bm)).grid[0] for bm in (64, 128)}
     claims.append(f"gives {blocks[64]} blocks of 64×128 but only {blocks[128]} blocks of 128×128 for the H200's "
                   f"{r['provenance']['sm_count']} SMs")
     sweep = _sweep(L8)
     settings = {tuple(sorted(x["params"].items())) for x in sweep}
-    best = max(sweep, key=lambda x: x["tflops"])
-    assert best["params"] == lv.resolve()
+    ranked = sorted(sweep, key=lambda x: -x["tflops"])
+    best = ranked[0]
+    assert best["params"] == {"BM": 64, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "min_blocks": 2}
+    second = next(x for x in ranked if x["params"] == {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "min_blocks": 2})
+    assert best["ratio_to_cublas"] >= 0.95  # "the target at that size"
+    assert not any(x["params"] == best["params"] for x in results.recorded(L8) if x["M"] == 8192)  # "did not measure it"
     twin = _rec(L8, 4096, min_blocks=1)
-    claims += [f"tries {len(settings)} settings; the best is the default, at {d[4096]['tflops']:.2f} TFLOPS "
-               f"({d[4096]['ratio_to_cublas']:.1%})", f"runs at {twin['tflops']:.2f}"]
+    assert twin["tflops"] > d[4096]["tflops"]  # "also above the default"
+    claims += [f"tries {len(settings)} settings", f"at {best['tflops']:.2f} TFLOPS ({pct(best)})",
+               f"follows at {second['tflops']:.2f} ({pct(second)}), against {d[4096]['tflops']:.2f} for the default",
+               f"runs at {twin['tflops']:.2f}, also above the default",
+               f"reaches {pct(best)} at 4096³, the target at that size"]
     # compile reports
-    c2, c1 = gc.compile_report(L8, arch="sm_90"), gc.compile_report(L8, arch="sm_90", min_blocks=1)
+    c2, c1, c64 = (gc.compile_report(L8, arch="sm_90"), gc.compile_report(L8, arch="sm_90", min_blocks=1),
+                   gc.compile_report(L8, arch="sm_90", BM=64))
     assert c2.threads_per_block == 256 and 65536 // (256 * 2) == c2.registers
-    assert c1.spill_store_bytes == c1.spill_load_bytes == 0
+    assert c1.spill_store_bytes == c1.spill_load_bytes == 0 and not c64.spills
     claims += [f"capped at {c2.registers} registers per thread", f"spills {c2.spill_store_bytes} B per thread",
                f"reads back {c2.spill_load_bytes} B", f"it uses {c1.registers} registers",
                f"only one block, {c1.occupancy.warps_per_sm} of {c1.occupancy.max_warps_per_sm} warps",
                f"against {c2.occupancy.warps_per_sm} of {c2.occupancy.max_warps_per_sm} with the default",
-               f"with {c2.occupancy.warps_per_sm} warps per SM"]
+               f"with {c2.occupancy.warps_per_sm} warps per SM",
+               f"has {c64.threads_per_block} threads per block: at {c64.registers} registers and no spills, "
+               f"{c64.occupancy.blocks_per_sm} blocks fit on an SM, {c64.occupancy.warps_per_sm} of 64 warps"]
     assert c1.occupancy.blocks_per_sm == 1 and c2.occupancy.blocks_per_sm == 2
     # tile hierarchy: 128×128 / (64×32) = 8 warps; thread tile (4·64/32)×(4·32/16) = 8×8 = 64 accumulators
     p = lv.resolve()
@@ -146,17 +157,16 @@ def test_level8_prose_numbers():
     peak = prov["sm_count"] * 128 * 2 * ghz / 1e3
     fma = r["tflops"] * 1e12 / 2 / (prov["sm_count"] * ghz * 1e9)
     claims += [f"{prov['sm_count']} SMs × 128 FMA", f"At the recorded {ghz:.2f} GHz that is {peak:.1f} TFLOPS",
-               f"cuBLAS itself reaches {_cublas(r) / peak:.0%} of it; this kernel reaches {r['tflops'] / peak:.0%}, "
-               f"that is {fma:.0f} of the 128 FMAs", f"{r['ratio_to_cublas']:.1%} of cuBLAS and {r['tflops'] / peak:.0%} of the FP32 peak"]
+               f"cuBLAS itself reaches {_cublas(r) / peak:.0%} of it; this kernel's default reaches {r['tflops'] / peak:.0%}, "
+               f"that is {fma:.0f} of the 128 FMAs", f"the 64×128 showcase {s8['tflops'] / peak:.0%}",
+               f"{pct(r)} of cuBLAS and {r['tflops'] / peak:.0%} of the FP32 peak"]
     m = _mix(L8)
     per_k = p["BK"]
     claims += [f"per k-tile of {per_k} the compiled kernel holds {m['FFMA']} `FFMA` against {m['LDS.128']} `LDS.128`, "
                f"per $k$ {m['FFMA'] // per_k} FMAs against {m['LDS.128'] // per_k} shared loads",
-               f"({m['LDL.32']} `LDL.32`, {m['LDL.64']} `LDL.64`, {m['STL.32']} `STL.32`, {m['STL.64']} `STL.64`)",
-               f"{m['LDS.128'] // per_k} loads per {m['FFMA'] // per_k} FMAs"]
-    assert not any(k.startswith(("LDL", "STL")) for k in _mix(L8, min_blocks=1))
+               f"B arrives through {m['LDGSTS.128']} `LDGSTS.128`",
+               f"({m['LDL.32']} `LDL.32`, {m['LDL.64']} `LDL.64`, {m['STL.32']} `STL.32`, {m['STL.64']} `STL.64`)"]
     assert_prose_says(claims, prose)
-
 
 def test_warp_tiling_figure_assigns_each_element_once():
     fig = diagrams.warp_tiling_figure(BM=128, BN=128, WM=64, WN=32, lane=5)

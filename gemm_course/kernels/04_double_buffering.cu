@@ -37,8 +37,8 @@ gemm_double_buffered(const float* __restrict__ A, const float* __restrict__ B, f
 
     float a_next = 0.0f, b_next = 0.0f;  // COPY == 0: the next tile, parked in registers
     if (COPY == 1) {
-        copy_async_4(&As[0][ty][tx], a_ptr(0), a_ok(0));
-        copy_async_4(&Bs[0][ty][tx], b_ptr(0), b_ok(0));
+        copy_async<4>(&As[0][ty][tx], a_ptr(0), a_ok(0));
+        copy_async<4>(&Bs[0][ty][tx], b_ptr(0), b_ok(0));
         copy_async_commit();
     } else {
         As[0][ty][tx] = a_ok(0) ? *a_ptr(0) : 0.0f;
@@ -54,8 +54,8 @@ gemm_double_buffered(const float* __restrict__ A, const float* __restrict__ B, f
         const bool more = t + 1 < tiles;
         if (more) {
             if (COPY == 1) {
-                copy_async_4(&As[nxt][ty][tx], a_ptr(t + 1), a_ok(t + 1));
-                copy_async_4(&Bs[nxt][ty][tx], b_ptr(t + 1), b_ok(t + 1));
+                copy_async<4>(&As[nxt][ty][tx], a_ptr(t + 1), a_ok(t + 1));
+                copy_async<4>(&Bs[nxt][ty][tx], b_ptr(t + 1), b_ok(t + 1));
                 copy_async_commit();
             } else {
                 a_next = a_ok(t + 1) ? *a_ptr(t + 1) : 0.0f;

@@ -61,13 +61,13 @@ __device__ __forceinline__ void register_blocked_mainloop(const float* __restric
         for (int e = tid; e < BM * BK; e += THREADS) {  // A: k fastest (coalesced), stored transposed
             const int gr = row0 + e / BK, gk = k0 + e % BK;
             const bool ok = gr < M && gk < K;
-            copy_async_4(&t.As[e % BK][e / BK], ok ? A + (size_t)gr * K + gk : A, ok);
+            copy_async<4>(&t.As[e % BK][e / BK], ok ? A + (size_t)gr * K + gk : A, ok);
         }
 #pragma unroll
         for (int e = tid; e < BK * BN; e += THREADS) {  // B: n fastest
             const int gk = k0 + e / BN, gc = col0 + e % BN;
             const bool ok = gk < K && gc < N;
-            copy_async_4(&t.Bs[e / BN][e % BN], ok ? B + (size_t)gk * N + gc : B, ok);
+            copy_async<4>(&t.Bs[e / BN][e % BN], ok ? B + (size_t)gk * N + gc : B, ok);
         }
         copy_async_commit();
     };

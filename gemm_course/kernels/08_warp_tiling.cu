@@ -64,9 +64,12 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     const int lm = lane / 4, ln = lane % 4;
 
-    float4 a_next[A_LOADS], b_next[B_LOADS];
+    // The next k-tile of B goes straight to shared memory with 16-byte cp.async on the vector path
+    // (common.cuh; no staging registers, which keeps the kernel under the 128-register cap of two
+    // blocks per SM); A, stored transposed, still travels through registers.
+    float4 a_next[A_LOADS], b_next[VEC ? 1 : B_LOADS];
 
-    auto load_global = [&](int k0) {
+    auto load_global = [&](int k0, int buf) {
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = tid + i * THREADS;
@@ -87,14 +90,15 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
             const int gk = k0 + e / (BN / 4), gc = col0 + (e % (BN / 4)) * 4;
             const float* p = B + (size_t)gk * N + gc;
             if (VEC) {
-                b_next[i] = (gk < K && gc < N) ? *reinterpret_cast<const float4*>(p)
-                                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const bool ok = gk < K && gc < N;
+                copy_async<16>(&Bs[buf][e / (BN / 4)][(e % (BN / 4)) * 4], ok ? p : B, ok);
             } else {
                 const bool r = gk < K;
                 b_next[i] = make_float4(r && gc < N ? p[0] : 0.0f, r && gc + 1 < N ? p[1] : 0.0f,
                                         r && gc + 2 < N ? p[2] : 0.0f, r && gc + 3 < N ? p[3] : 0.0f);
             }
         }
+        copy_async_commit();
     };
     auto store_shared = [&](int buf) {
 #pragma unroll
@@ -107,7 +111,7 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
             As[buf][k + 3][m] = a_next[i].w;
         }
 #pragma unroll
-        for (int i = 0; i < B_LOADS; ++i) {
+        for (int i = 0; i < B_LOADS && !VEC; ++i) {
             const int e = tid + i * THREADS;
             *reinterpret_cast<float4*>(&Bs[buf][e / (BN / 4)][(e % (BN / 4)) * 4]) = b_next[i];
         }
@@ -119,15 +123,16 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    load_global(0);
+    load_global(0, 0);
     store_shared(0);
+    copy_async_wait_all();
     __syncthreads();
 
     const int tiles_k = (K + BK - 1) / BK;
     for (int t = 0; t < tiles_k; ++t) {
         const int cur = t & 1;
         const bool more = t + 1 < tiles_k;
-        if (more) load_global((t + 1) * BK);  // in flight during the compute below
+        if (more) load_global((t + 1) * BK, cur ^ 1);  // in flight during the compute below
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[TM], b[TN];
@@ -147,6 +152,7 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
                 for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
         }
         if (more) store_shared(cur ^ 1);
+        copy_async_wait_all();
         __syncthreads();
     }
 

@@ -12,18 +12,25 @@
         C += batch_entry_ * (size_t)(M) * (N);       \
     } while (0)
 
-// Asynchronous 4-byte copy global -> shared (sm_80+: cp.async, which bypasses registers and lets
-// the thread run on while the copy is in flight). `valid == false` writes a zero instead: the
-// source size 0 makes the hardware zero-fill without reading global memory. Before sm_80 (and on
-// the CPU backend) it is an ordinary load and store.
-__device__ __forceinline__ void copy_async_4(float* dst_shared, const float* src_global, bool valid)
+// Asynchronous copy of BYTES (4, or 16 with 16-byte aligned addresses) global -> shared (sm_80+:
+// cp.async, which bypasses registers and lets the thread run on while the copy is in flight; the
+// 16-byte form also bypasses L1). `valid == false` writes zeros instead: the source size 0 makes the
+// hardware zero-fill without reading global memory. Before sm_80 (and on the CPU backend) it is an
+// ordinary load and store.
+template <int BYTES>
+__device__ __forceinline__ void copy_async(float* dst_shared, const float* src_global, bool valid)
 {
+    static_assert(BYTES == 4 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes; the course uses 4 and 16");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(src_global), "r"(valid ? 4 : 0));
+    if constexpr (BYTES == 4)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                     :: "r"(dst), "l"(src_global), "r"(valid ? 4 : 0));
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                     :: "r"(dst), "l"(src_global), "r"(valid ? 16 : 0));
 #else
-    *dst_shared = valid ? *src_global : 0.0f;
+    for (int i = 0; i < BYTES / 4; ++i) dst_shared[i] = valid ? src_global[i] : 0.0f;
 #endif
 }
 
