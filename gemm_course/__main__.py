@@ -99,7 +99,7 @@ def sass_record(level: str, params: dict) -> dict:
     from .sass import disassemble, instruction_mix, memory_summary
 
     lv = get_level(level)
-    arch = f"sm_{lv.min_cc}a" if lv.arch_specific else device.arch()  # what disassemble() builds
+    arch = lv.build_arch or device.arch()  # what disassemble() builds
     mix = instruction_mix(disassemble(level, arch=arch, **params))
     return {"level": level, "params": params, "arch": arch, "summary": memory_summary(mix), "mix": mix}
 

@@ -100,8 +100,7 @@ def get_kernel(level: str | int | Level, params: dict[str, Any], source: Optiona
     lv = get_level(level)
     device.require_gpu(f"compiling level {lv.id} for launch")
     source = source if source is not None else kernel_source(lv)
-    arch = f"sm_{lv.min_cc}a" if lv.arch_specific else None
-    return _compiled_kernel(source, compile_options(lv), lv.kernel_name(params), arch)
+    return _compiled_kernel(source, compile_options(lv), lv.kernel_name(params), lv.build_arch)
 
 
 # --- the resource report ------------------------------------------------------------------------
@@ -284,9 +283,9 @@ def compile_report(level: str | int | Level, arch: Optional[str] = None, source:
     arch = arch or default_arch()
     if lv.arch_specific:  # wgmma and setmaxnreg exist on sm_90a only
         if arch.rstrip("a") != f"sm_{lv.min_cc}":
-            raise ValueError(f"level {lv.id} is built for sm_{lv.min_cc}a only (Hopper's wgmma and setmaxnreg); "
-                             f"{arch} cannot run it. Use arch='sm_{lv.min_cc}a'")
-        arch = f"sm_{lv.min_cc}a"
+            raise ValueError(f"level {lv.id} is built for {lv.build_arch} only (Hopper's wgmma and setmaxnreg); "
+                             f"{arch} cannot run it. Use arch='{lv.build_arch}'")
+        arch = lv.build_arch
     arch_limits(arch)  # fail early, with the list of known architectures
     needed = lv.required_cc(resolved)
     if int(arch[3:].rstrip("a")) < needed:

@@ -9,6 +9,12 @@ from typing import Any
 
 BFLOAT16 = "bfloat16"
 _STORAGE = {BFLOAT16: "uint16"}
+_MIN_CC = {BFLOAT16: 80}  # bf16 Tensor Core instructions arrived with sm_80
+
+
+def min_cc(name: str) -> int:
+    """The least compute capability any kernel needs for inputs of this type (0: no constraint)."""
+    return _MIN_CC.get(name, 0)
 
 
 def storage_dtype(name: str) -> str:

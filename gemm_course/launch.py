@@ -9,7 +9,7 @@ import numpy as np
 
 from . import device
 from .compile import get_kernel
-from .dtypes import BFLOAT16, dtype_name, storage_dtype
+from .dtypes import BFLOAT16, dtype_name, min_cc, storage_dtype
 from .levels import Launch, Level, get_level, levels
 
 MAX_GRID_YZ = 65535
@@ -200,10 +200,10 @@ def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
     cc, name = device.compute_capability(), device.gpu_name()
     if lv.arch_specific and cc != lv.min_cc:
         raise RuntimeError(
-            f"level {lv.id} uses instructions of sm_{lv.min_cc}a only (wgmma, setmaxnreg): it runs on "
+            f"level {lv.id} uses instructions of {lv.build_arch} only (wgmma, setmaxnreg): it runs on "
             f"compute capability {lv.min_cc // 10}.{lv.min_cc % 10} exactly (H100, H200, GH200), and this "
             f"GPU ({name}) is sm_{cc}. Read the recorded H200 results, or compile_report(arch='sm_90a').")
-    needed = max(lv.required_cc(resolved), 80 if input_type == BFLOAT16 else 0)
+    needed = max(lv.required_cc(resolved), min_cc(input_type))
     if cc < needed:
         raise RuntimeError(
             f"level {lv.id} with {resolved} on {input_type} inputs needs compute capability "

@@ -126,6 +126,11 @@ class Level:
         return cc == self.min_cc if self.arch_specific else cc >= self.min_cc
 
     @property
+    def build_arch(self) -> Optional[str]:
+        """The one target an arch-specific level is always compiled for ("sm_90a"), else None."""
+        return f"sm_{self.min_cc}a" if self.arch_specific else None
+
+    @property
     def needs(self) -> str:
         """The architectures the level runs on, e.g. "sm_80+" or "sm_90a only"."""
         return f"sm_{self.min_cc}a only" if self.arch_specific else f"sm_{self.min_cc}+"

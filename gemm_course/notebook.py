@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence
 
 from . import device, results
 from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
+from .dtypes import min_cc
 from .levels import Level, get_level
 from .models import KNOWN_GPUS, arithmetic_intensity, gemm_flops, tile_traffic, spec_from_properties
 from .plots import performance_figure, roofline_figure, show, sweep_figure
@@ -50,7 +51,8 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
     lv = get_level(level)
     if shapes is None:  # the odd shapes the level's preconditions allow
         base = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if device.gpu_available() else SMALL_ODD_SHAPES
-        shapes = [s for s in base if not lv.shape_rules(*s, lv.resolve(**params))]
+        resolved = lv.resolve(**params)
+        shapes = [s for s in base if not lv.shape_rules(*s, resolved)]
     if not device.gpu_available() and lv.uses_tensor_cores:
         print(f"No GPU: {lv.id} uses Tensor Core instructions, which the CPU backend cannot run; its "
               "correctness was checked on the recorded GPU (tests/test_gpu.py).\n"
@@ -155,7 +157,7 @@ def _all_run_here(level_ids: Sequence[str], dtype: str) -> bool:
     if not device.gpu_available():
         return False
     cc = device.compute_capability()
-    return all(get_level(lv).runs_on(cc) for lv in level_ids) and (dtype != "bfloat16" or cc >= 80)
+    return all(get_level(lv).runs_on(cc) for lv in level_ids) and cc >= min_cc(dtype)
 
 
 def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = "",

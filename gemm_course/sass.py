@@ -45,8 +45,7 @@ def disassemble(level: str | int | Level, arch: str = "sm_90", source: Optional[
     """SASS of a level's kernel for an architecture (needs cuobjdump or nvdisasm, no GPU)."""
     lv = get_level(level)
     resolved = lv.resolve(**params)
-    if lv.arch_specific:  # built for sm_90a only
-        arch = f"sm_{lv.min_cc}a"
+    arch = lv.build_arch or arch
     tool = find_disassembler()
     if tool is None:
         raise RuntimeError("no disassembler found: pip install nvidia-cuda-nvdisasm (or put a CUDA "
@@ -88,8 +87,7 @@ def kernel_mix(level: str | int | Level, arch: str = "sm_90", **params: Any) -> 
 
     lv = get_level(level)
     p = lv.resolve(**params)
-    if lv.arch_specific:  # built for sm_90a only
-        arch = f"sm_{lv.min_cc}a"
+    arch = lv.build_arch or arch  # the label says what disassemble() builds
     if find_disassembler():
         return instruction_mix(disassemble(lv, arch=arch, **p)), f"disassembled here for {arch}"
     for path in results.recorded_files():

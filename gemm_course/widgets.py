@@ -38,7 +38,7 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
     tried: list[dict[str, Any]] = []  # live measurements of this session, for the chart
     live = device.gpu_available() and lv.runs_on(device.compute_capability())
     if arch is None and (lv.arch_specific or not live):  # report for the GPU the level was built for
-        arch = f"sm_{lv.min_cc}a" if lv.arch_specific else (device.arch() if live else None)
+        arch = lv.build_arch or (device.arch() if live else None)
 
     def update(_change: Any = None) -> None:
         values = {name: c.value for name, c in controls.items()}
