@@ -102,6 +102,24 @@ __device__ __forceinline__ void register_blocked_mainloop(const float* __restric
 // Two blocks per SM (the compiler keeps registers ≤ 128 for 256 threads) unless a block is larger.
 #define REGISTER_BLOCKS_PER_SM(THREADS) ((THREADS) <= 256 ? 2 : 1)
 
+// Write the thread's TM×TN accumulators to C, op(value, row, column) → the value to store (Level 6
+// passes its epilogue here); elements outside C are skipped.
+template <int BM, int BN, int TM, int TN, typename Op>
+__device__ __forceinline__ void store_register_tile(float* __restrict__ C, int M, int N, int row0, int col0,
+                                                    const float (&acc)[TM][TN], Op op)
+{
+    const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int r = row0 + tr * TM + i;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int c = col0 + tc * TN + j;
+            if (r < M && c < N) C[(size_t)r * N + c] = op(acc[i][j], r, c);
+        }
+    }
+}
+
 template <int BM, int BN, int BK, int TM, int TN, bool BATCHED = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), REGISTER_BLOCKS_PER_SM((BM / TM) * (BN / TN)))
 gemm_register_blocked(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -111,15 +129,5 @@ gemm_register_blocked(const float* __restrict__ A, const float* __restrict__ B, 
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float acc[TM][TN];
     register_blocked_mainloop<BM, BN, BK, TM, TN>(A, B, M, N, K, row0, col0, acc);
-
-    const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int r = row0 + tr * TM + i;
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-            const int c = col0 + tc * TN + j;
-            if (r < M && c < N) C[(size_t)r * N + c] = acc[i][j];
-        }
-    }
+    store_register_tile<BM, BN>(C, M, N, row0, col0, acc, [](float v, int, int) { return v; });
 }

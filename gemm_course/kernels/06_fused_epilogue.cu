@@ -31,20 +31,11 @@ gemm_fused_epilogue(const float* __restrict__ A, const float* __restrict__ B, fl
     float acc[TM][TN];
     register_blocked_mainloop<BM, BN, BK, TM, TN>(A, B, M, N, K, row0, col0, acc);
 
-    const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int r = row0 + tr * TM + i;
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-            const int c = col0 + tc * TN + j;
-            if (r < M && c < N) {
-                float v = alpha * acc[i][j];
-                if (HAS_BIAS) v += bias[c];
-                v = activation<ACT>(v);
-                if (HAS_BETA) v += beta * C[(size_t)r * N + c];
-                C[(size_t)r * N + c] = v;
-            }
-        }
-    }
+    store_register_tile<BM, BN>(C, M, N, row0, col0, acc, [&](float v, int r, int c) {
+        v *= alpha;
+        if (HAS_BIAS) v += bias[c];
+        v = activation<ACT>(v);
+        if (HAS_BETA) v += beta * C[(size_t)r * N + c];  // the old C, read before it is overwritten
+        return v;
+    });
 }
