@@ -1,4 +1,4 @@
-"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,batched,multigpu,levels} ...
+"""Command line: python -m gemm_course {bench,record,check,summary,report,sass,batched,multigpu,peak,levels} ...
 
   bench    time chosen levels against cuBLAS over sizes, write a result file
   record   the course's recorded set for chosen levels (what ships in gemm_course/results/)
@@ -8,6 +8,7 @@
   sass     a kernel's instruction mix or full disassembly (needs cuobjdump or nvdisasm)
   batched  a batch of small products in one launch, against one launch each and cuBLAS batched
   multigpu Level 12: row split and SUMMA over several GPUs with NCCL, against one GPU
+  peak     measured instruction ceilings: FFMA, mma.sync, and Level 10's warp tile without its copies
   levels   the registry
 """
 from __future__ import annotations
@@ -64,7 +65,7 @@ def record_plan(level_ids: Optional[list[str]]) -> list[tuple[list, list, dict]]
     sizes, then the sweep at the level's sweep size."""
     plan = []
     for lv in _selected(level_ids):
-        plan.append(([(lv.id, dict(s)) for s in lv.showcase], list(DEFAULT_SIZES), {}))
+        plan.append(([(lv.id, dict(s)) for s in lv.showcase], [*DEFAULT_SIZES, *lv.record_shapes], {}))
         if lv.sweep is not None:
             plan.append(([(lv.id, s) for s in lv.valid_settings() if lv.sweep(s)], [lv.sweep_size],
                          SWEEP_TIMING))
@@ -88,7 +89,11 @@ def cmd_record(args: argparse.Namespace) -> None:
     if any(lv.epilogue for lv in chosen):
         result["fusion"] = bench_fusion()
     if find_disassembler():
-        result["sass"] = [sass_record(lv.id, lv.resolve(**s)) for lv in chosen for s in lv.showcase]
+        from . import device
+
+        cc = device.compute_capability()
+        result["sass"] = [sass_record(lv.id, lv.resolve(**s)) for lv in chosen for s in lv.showcase
+                          if lv.build_arch or lv.required_cc(lv.resolve(**s)) <= cc]
     _write_json(Path(args.out), result)
     print(f"wrote {len(result['records'])} records to {args.out}")
 
@@ -167,6 +172,20 @@ def cmd_batched(args: argparse.Namespace) -> None:
         print(f"wrote {len(rows)} batched cases to {args.out}")
 
 
+def cmd_peak(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .bench import _write_json, provenance
+    from .peak import METHOD, PROBES, measure_peaks, pipeline_parts
+
+    rows = measure_peaks(args.probes.split(",") if args.probes else tuple(PROBES))
+    parts = pipeline_parts()
+    if args.out:
+        _write_json(Path(args.out), {"schema": 1, "provenance": provenance(METHOD), "records": [],
+                                     "peaks": rows, "level_10_parts": parts})
+        print(f"wrote {len(rows)} probe measurements and {len(parts)} Level 10 decompositions to {args.out}")
+
+
 def cmd_multigpu(args: argparse.Namespace) -> None:
     from .multigpu import bench_multigpu
 
@@ -229,6 +248,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--local", default="cublas", help="local GEMM: cublas or a level id, e.g. 08_warp_tiling")
     p.add_argument("--out")
     p.set_defaults(func=cmd_multigpu)
+
+    p = sub.add_parser("peak", help="measured instruction ceilings (FFMA, mma.sync, Level 10's warp tile)")
+    p.add_argument("--probes", default=None, help="comma-separated probe names (default: all)")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_peak)
 
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)

@@ -78,24 +78,25 @@ def recorded_best(level: str | int | Level, size: Optional[int] = None) -> dict[
     return max(rows, key=lambda r: r["tflops"])
 
 
-def _cell(level: str, n: int, params: dict[str, Any]) -> str:
+def _cell(level: str, shape: tuple[int, int, int], params: dict[str, Any]) -> str:
     try:
-        r = results.find(level, n, **params)
+        r = results.find(level, *shape, **params)
     except KeyError:
         return "—"
     return f"{r['tflops']:.2f} ({r['ratio_to_cublas']:.1%})"
 
 
 def size_rows(entries: Iterable[tuple[str, dict[str, Any]]],
-              sizes: Iterable[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[dict[str, str]]:
-    """Recorded TFLOPS (and % of cuBLAS in the same run) of chosen (level, params) over sizes."""
-    sizes = tuple(sizes)
+              sizes: Iterable[int | tuple[int, int, int]] = (256, 512, 1024, 2048, 4096, 8192)) -> list[dict[str, str]]:
+    """Recorded TFLOPS (and % of cuBLAS in the same run) of chosen (level, params) over sizes: n for
+    n³, or (M, N, K)."""
+    shapes = [(n, n, n) if isinstance(n, int) else tuple(n) for n in sizes]
     rows = []
     for level, params in entries:
         lv = get_level(level)
         p = lv.resolve(**params)
         row = {"level · 级别": lv.id, "setting · 设置": ", ".join(f"{k}={v}" for k, v in params.items()) or "default"}
-        row.update({f"{n}³": _cell(lv.id, n, p) for n in sizes})
+        row.update({(f"{M}³" if M == N == K else f"{M}×{N}×{K}"): _cell(lv.id, (M, N, K), p) for M, N, K in shapes})
         rows.append(row)
     return rows
 

@@ -1,4 +1,4 @@
-"""Host side of Level 11 (Hopper): TMA tensor maps and the kernels' arguments.
+"""Host side of the TMA kernels (Level 11, and Level 10 with copy="tma"): tensor maps and arguments.
 
 A TMA copy (cp.async.bulk.tensor) is described by a 128-byte "tensor map": the matrix's address,
 its sizes and row stride, the box one copy moves, and the shared-memory swizzle. The driver
@@ -60,16 +60,21 @@ def _device_tensor_map(address: int, type_name: str, rows: int, cols: int, box_r
         return cupy.asarray(np.frombuffer(encode_tensor_map(address, type_name, rows, cols, box_rows), np.uint64))
 
 
-def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[str, Any]) -> tuple:
-    """(A, B, C, M, N, K) for step 1; (map of A, map of B, C, M, N, K) for the TMA steps."""
+def tma_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, block_rows: int) -> tuple:
+    """(map of A, map of B, C, M, N, K) for a kernel that reads k-tiles of 64 by TMA: A in boxes of
+    block_rows rows × 64 k, B in boxes of 64 k × 64 n."""
     from .dtypes import dtype_name
+
+    type_name, dev = dtype_name(A), A.device.id
+    map_a = _device_tensor_map(A.data.ptr, type_name, M, K, block_rows, dev)
+    map_b = _device_tensor_map(B.data.ptr, type_name, K, N, BOX_INNER, dev)
+    return (map_a, map_b, C, np.int32(M), np.int32(N), np.int32(K))
+
+
+def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[str, Any]) -> tuple:
+    """Level 11: (A, B, C, M, N, K) for step 1; tensor maps in place of A and B for the TMA steps."""
     from .levels import HOPPER_STEPS
 
-    sizes = (np.int32(M), np.int32(N), np.int32(K))
     if params["step"] == 1:
-        return (A, B, C, *sizes)
-    type_name, dev = dtype_name(A), A.device.id
-    bm = HOPPER_STEPS[params["step"]][0]
-    map_a = _device_tensor_map(A.data.ptr, type_name, M, K, bm, dev)        # boxes of bm rows × 64 k
-    map_b = _device_tensor_map(B.data.ptr, type_name, K, N, BOX_INNER, dev)  # boxes of 64 k × 64 n
-    return (map_a, map_b, C, *sizes)
+        return (A, B, C, np.int32(M), np.int32(N), np.int32(K))
+    return tma_args(A, B, C, M, N, K, HOPPER_STEPS[params["step"]][0])

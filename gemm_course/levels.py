@@ -58,8 +58,10 @@ class Level:
     # Some settings need a newer GPU than the level itself (e.g. cp.async needs sm_80).
     setting_min_cc: Callable[[Mapping[str, Any]], int] = field(default=lambda p: 0)
     # What `python -m gemm_course record` measures: these settings (overrides of the defaults) at
-    # every recorded size, and every valid setting that `sweep` accepts at `sweep_size`.
+    # every recorded size and at the non-square `record_shapes` (M, N, K), and every valid setting
+    # that `sweep` accepts at `sweep_size`.
     showcase: tuple[Mapping[str, Any], ...] = ({},)
+    record_shapes: tuple[tuple[int, int, int], ...] = ()
     sweep: Optional[Callable[[Mapping[str, Any]], bool]] = None
     sweep_size: int = 4096
     # > 0: the kernel has a fast path using vectors of this many floats, taken when K and N are
@@ -435,6 +437,10 @@ def _warp_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+# The best setting of the recorded 4096³ sweep: 64×256 block tiles of 4 warps with 64×64 warp tiles
+# (253 registers, 2 blocks and 8 warps per SM); recorded at every size beside the default.
+TUNED_WARP_TILING: Mapping[str, Any] = {"BM": 64, "BN": 256, "WM": 64, "WN": 64}
+
 WARP_TILING = Level(
     id="08_warp_tiling",
     number=8,
@@ -457,7 +463,8 @@ WARP_TILING = Level(
                                        block=(_warp_threads(p), 1, 1)),
     rules=_warp_rules,
     vector_width=4,
-    showcase=({}, {"BM": 64, "BN": 128}),
+    showcase=({}, {"BM": 64, "BN": 128}, TUNED_WARP_TILING),
+    record_shapes=((4096, 4096, 1024), (8192, 1024, 4096), (1024, 8192, 4096)),
     sweep=lambda p: 128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256),
     batched=True,
 )
@@ -526,6 +533,31 @@ def _mma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tuple
     return []
 
 
+def _mma_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if p["copy"] == "tma" and p["BN"] != 256:
+        return [("copy='tma' is written for the 128×256 block tile (64×64 warp tiles); set BN=256",
+                 "copy='tma' 是为 128×256 的线程块分块（64×64 的线程束分块）编写的；请设置 BN=256")]
+    return []
+
+
+def _mma_kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, p: Mapping[str, Any]) -> tuple:
+    """Raw pointers for the cp.async kernel; TMA tensor maps of A and B for copy='tma'."""
+    import numpy as np
+
+    if p["copy"] == "tma":
+        from .hopper import tma_args
+
+        return tma_args(A, B, C, M, N, K, 128)
+    return (A, B, C, np.int32(M), np.int32(N), np.int32(K))
+
+
+def _mma_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
+    grid = (ceil_div(M, 128) * ceil_div(N, p["BN"]), 1, 1)
+    if p["copy"] == "tma":  # stages of 64-deep k-tiles (16 KB of A, 32 KB of B), aligned to the swizzle's 1 KB
+        return Launch(grid=grid, block=(256, 1, 1), dynamic_shared_bytes=p["stages"] * 48 * 1024 + 1024)
+    return Launch(grid=grid, block=(256, 1, 1), dynamic_shared_bytes=p["stages"] * (8 + p["BN"] // 16) * 1024)
+
+
 MMA_PIPELINE = Level(
     id="10_mma_pipeline",
     number=10,
@@ -535,17 +567,24 @@ MMA_PIPELINE = Level(
     params=(Param("stages", 3, (2, 3, 4), "shared-memory buffers in the cp.async pipeline (k-tiles in "
                   "flight + 1)", "cp.async 流水线中的共享内存缓冲区数（在途的 k 分块数 + 1）"),
             Param("BN", 128, (128, 256), "columns of C per thread block (each warp owns 64×BN/4)",
-                  "每个线程块负责的 C 的列数（每个线程束负责 64×BN/4）")),
-    kernel_name=lambda p: f"gemm_mma_pipeline<{p['stages']}, {str(p.get('bf16', False)).lower()}, {p['BN']}>",
-    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, 128) * ceil_div(N, p["BN"]), 1, 1), block=(256, 1, 1),
-                                       dynamic_shared_bytes=p["stages"] * (8 + p["BN"] // 16) * 1024),
+                  "每个线程块负责的 C 的列数（每个线程束负责 64×BN/4）"),
+            Param("copy", "cp_async", ("cp_async", "tma"), "who copies the k-tiles: the warps themselves "
+                  "(cp.async, sm_80+), or the TMA engine through mbarriers (sm_90, BN=256 only)",
+                  "由谁拷贝 k 分块：线程束自己（cp.async，sm_80+），或经 mbarrier 由 TMA 引擎拷贝（sm_90，仅 BN=256）")),
+    kernel_name=lambda p: (f"gemm_mma_tma<{str(p.get('bf16', False)).lower()}, {p['stages']}>" if p["copy"] == "tma"
+                           else f"gemm_mma_pipeline<{p['stages']}, {str(p.get('bf16', False)).lower()}, {p['BN']}>"),
+    geometry=_mma_geometry,
+    rules=_mma_rules,
+    setting_min_cc=lambda p: 90 if p["copy"] == "tma" else 0,
+    kernel_args=_mma_kernel_args,
     dtypes=("float16", "bfloat16"),
     out_dtype="float32",
     min_cc=80,
     uses_tensor_cores=True,
     alignment=16,
     shape_rules=_mma_shape_rules,
-    showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}, {"stages": 4, "BN": 256}),
+    showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}, {"stages": 4, "BN": 256},
+              {"stages": 3, "BN": 256, "copy": "tma"}),
 )
 
 

@@ -85,15 +85,20 @@ def performance(level: str | int | Level, configs: Optional[Sequence[dict]] = No
     lv = get_level(level)
     configs = [dict(c) for c in (configs or lv.showcase)]
     dtype = dtype or lv.dtypes[0]
-    if _all_run_here([lv.id], dtype):
+    here = [c for c in configs if _runs_here(lv.id, lv.resolve(**c), dtype)]
+    if here:
         from .bench import bench
 
-        records = bench([(lv.id, c) for c in configs], sizes, dtype=dtype)["records"]
+        for c in configs:
+            if c not in here:
+                print(f"{lv.id} {c} needs sm_{lv.required_cc(lv.resolve(**c))}: not run on this GPU "
+                      f"({device.gpu_name()}) · 此设置需要更新的 GPU，这里不运行")
+        records = bench([(lv.id, c) for c in here], sizes, dtype=dtype)["records"]
         where = f"measured live on {device.gpu_name()}"
     else:
         wanted = [lv.resolve(**c) for c in configs]
-        records = [r for r in results.recorded(lv.id, dtype=dtype)
-                   if r["level"] == "cublas" or r["params"] in wanted]
+        records = [r for r in results.recorded(lv.id, dtype=dtype)  # cubes; shapes() has the others
+                   if (r["level"] == "cublas" or r["params"] in wanted) and r["M"] == r["N"] == r["K"]]
         records = _dedupe(records)
         if not records:
             print("No recorded results for this level yet.")
@@ -102,6 +107,15 @@ def performance(level: str | int | Level, configs: Optional[Sequence[dict]] = No
     show(performance_figure(records, "tflops", f"{lv.id}: TFLOPS vs cuBLAS", subtitle=where))
     show(performance_figure(records, "ms", f"{lv.id}: time · 时间", subtitle=where))
     return records
+
+
+def shapes(level: str | int | Level) -> Any:
+    """The recorded non-square shapes of a level (its record_shapes), every showcase setting, as a
+    table of TFLOPS with the fraction of cuBLAS measured in the same run."""
+    from .autotune import show_rows, size_rows
+
+    lv = get_level(level)
+    return show_rows(size_rows([(lv.id, dict(c)) for c in lv.showcase], lv.record_shapes))
 
 
 def _dedupe(records: list[dict]) -> list[dict]:
@@ -152,12 +166,18 @@ def naive_roofline(size: int = 4096) -> None:
                              title=f"your GPU · 你的 GPU: {device.gpu_name()}"))
 
 
-def _all_run_here(level_ids: Sequence[str], dtype: str) -> bool:
-    """Whether this machine's GPU can run every one of these levels on this input type (bf16 needs sm_80)."""
+def _runs_here(level: str, params: dict, dtype: str) -> bool:
+    """Whether this machine's GPU can run a level's resolved setting on this input type (bf16 needs
+    sm_80; some settings need more than their level, e.g. Level 10's copy='tma' needs sm_90)."""
     if not device.gpu_available():
         return False
-    cc = device.compute_capability()
-    return all(get_level(lv).runs_on(cc) for lv in level_ids) and cc >= min_cc(dtype)
+    cc, lv = device.compute_capability(), get_level(level)
+    return lv.runs_on(cc) and cc >= max(lv.required_cc(params), min_cc(dtype))
+
+
+def _all_run_here(entries: Sequence[tuple[str, dict]], dtype: str) -> bool:
+    """Whether this machine's GPU can run every one of these (level, resolved setting) on this input type."""
+    return all(_runs_here(lv, p, dtype) for lv, p in entries)
 
 
 def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = "",
@@ -171,7 +191,7 @@ def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = 
     from .plots import CUBLAS_COLOR, PALETTE, _layout, config_label
 
     wanted = [(get_level(lv).id, get_level(lv).resolve(**p)) for lv, p in entries]
-    if _all_run_here([lv for lv, _ in wanted], dtype or get_level(wanted[0][0]).dtypes[0]):
+    if _all_run_here(wanted, dtype or get_level(wanted[0][0]).dtypes[0]):
         from .bench import bench
 
         records = bench(wanted, [size], dtype=dtype)["records"]
@@ -557,3 +577,126 @@ def batched(cases: Optional[Sequence[tuple[int, int]]] = None) -> list[dict]:
     fig.update_layout(barmode="group")
     show(fig)
     return rows
+
+def _probe_rows(probes: Sequence[str]) -> tuple[list[dict], str]:
+    """Instruction-ceiling probes: measured live on a GPU that can run them, else the recorded ones."""
+    from .peak import PROBES, measure_peaks
+
+    needs_80 = any(PROBES[p].dtype != "float32" for p in probes)
+    if device.gpu_available() and (not needs_80 or device.compute_capability() >= 80):
+        return measure_peaks(probes, progress=lambda _: None), f"measured live on {device.gpu_name()}"
+    rows = [r for r in results.peaks() if r["probe"] in probes]
+    return rows, ("recorded: " + results.provenance_line(rows[0]) if rows else "")
+
+
+def ffma_ceiling(size: int = 8192) -> list[dict]:
+    """The FP32 issue ceiling: the FFMA probe's TFLOPS at each occupancy (warps per SM), with Level 8's
+    showcase settings placed at their own occupancy, cuBLAS, and the data-sheet peak."""
+    import plotly.graph_objects as go
+
+    from .compile import compile_report
+    from .plots import CUBLAS_COLOR, PALETTE, _layout
+
+    rows, where = _probe_rows(["ffma"])
+    if not rows:
+        print("No recorded FFMA probe.")
+        return []
+    live = where.startswith("measured")
+    lv = get_level("08_warp_tiling")
+    arch = device.arch() if live else "sm_90"
+    points = []
+    if live:
+        from .bench import bench
+
+        size = min(size, 4096)
+        measured = bench([(lv.id, dict(c)) for c in lv.showcase], [size], budget_s=0.5, max_reps=10,
+                         progress=lambda _: None)["records"]
+    else:
+        measured = [r for r in (_record_or_none(lv.id, size, **lv.resolve(**c)) for c in lv.showcase) if r]
+        measured += [results.find("cublas", size)]
+    fig = go.Figure(go.Bar(x=[r["warps_per_sm"] for r in rows], y=[r["tflops"] for r in rows],
+                           name="FFMA probe · FFMA 探针", marker_color="#bbbbbb",
+                           hovertemplate="%{x} warps per SM: %{y:.1f} TFLOPS<extra></extra>"))
+    for i, r in enumerate(m for m in measured if m["level"] != "cublas"):
+        warps = compile_report(lv, arch=arch, **r["params"]).occupancy.warps_per_sm
+        points.append({"params": r["params"], "warps_per_sm": warps, "tflops": r["tflops"]})
+        fig.add_trace(go.Scatter(x=[warps], y=[r["tflops"]], mode="markers", marker=dict(size=13, color=PALETTE[i]),
+                                 name=f"Level 8 {', '.join(f'{k}={v}' for k, v in r['params'].items() if k in ('BM', 'BN', 'WM', 'WN'))}"))
+    for r in measured:
+        if r["level"] == "cublas":
+            fig.add_hline(y=r["tflops"], line=dict(color=CUBLAS_COLOR, dash="dash"),
+                          annotation_text=f"cuBLAS {r['tflops']:.1f}")
+    prov = rows[0].get("provenance") or {}
+    if prov:
+        sheet = prov["sm_count"] * 128 * 2 * prov["sm_clock_max_mhz"] / 1e6
+        fig.add_hline(y=sheet, line=dict(color="#d62728", dash="dot"),
+                      annotation_text=f"data sheet {sheet:.1f} (128 FMA/SM/cycle at {prov['sm_clock_max_mhz']} MHz)")
+    fig = _layout(fig, f"FP32: what the SM issues, and where Level 8 lands ({size}³) · FP32 指令发射上限与第 8 级的位置",
+                  "warps per SM · 每 SM 线程束数", "TFLOPS")
+    fig.update_xaxes(type="category")
+    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                       font=dict(size=11, color="#666"), xanchor="left")
+    show(fig)
+    for r in rows:
+        print(f"FFMA probe, {r['warps_per_sm']:>2} warps per SM: {r['tflops']:.1f} TFLOPS")
+    for p in points:
+        print(f"Level 8 {p['params']}: {p['warps_per_sm']} warps per SM, {p['tflops']:.2f} TFLOPS")
+    return rows
+
+
+def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[dict]:
+    """Where Level 10's time goes, as the time of one size³ bf16 GEMM: at the rate of mma.sync alone and
+    of the warp tile (with and without ldmatrix), Level 10's math without its copies, its copies
+    without the math, their sum, the whole kernel, and cuBLAS."""
+    import plotly.graph_objects as go
+
+    from .peak import PARTS_SETTINGS, ceiling
+    from .plots import _layout
+
+    setting = dict(setting or PARTS_SETTINGS[-1])
+    rows, where = _probe_rows(["mma_sync_bf16", "warp_tile_64x64_mma", "warp_tile_64x64_ldmatrix"])
+    if not rows:
+        print("No recorded mma.sync probes.")
+        return []
+    if where.startswith("measured"):
+        import cupy
+
+        from .bench import cublas_gemm, time_gpu
+        from .check import random_operands
+        from .peak import pipeline_parts
+
+        size = min(size, 4096)
+        parts = pipeline_parts([size], [setting], progress=lambda _: None)
+        A, B = random_operands(size, size, size, "bfloat16")
+        C = cupy.empty((size, size), dtype=cupy.uint16)
+        blas_ms = time_gpu(lambda: cublas_gemm(A, B, C)).median_ms
+    else:
+        parts = [r for r in results.level_10_parts() if r["M"] == size and r["params"] == setting]
+        blas_ms = results.find("cublas", size, dtype="bfloat16")["median_ms"]
+    if not parts:
+        print(f"No recorded decomposition of Level 10 {setting} at {size}³.")
+        return []
+    part = parts[0]
+    at_rate = lambda tflops: gemm_flops(size, size, size) / (tflops * 1e12) * 1e3  # noqa: E731  (ms)
+    copies, math, whole = (part[k]["median_ms"] for k in ("copies", "math", "all"))
+    bars = [("mma.sync alone, at its peak rate · 仅 mma.sync（峰值速率）", at_rate(ceiling(rows, "mma_sync_bf16")["tflops"])),
+            ("64×64 warp tile, mma.sync only · 64×64 线程束分块，仅 mma.sync", at_rate(ceiling(rows, "warp_tile_64x64_mma")["tflops"])),
+            ("64×64 warp tile, ldmatrix + mma.sync · 加上 ldmatrix", at_rate(ceiling(rows, "warp_tile_64x64_ldmatrix")["tflops"])),
+            ("Level 10, math only · 第 10 级，仅计算", math),
+            ("Level 10, copies only · 第 10 级，仅拷贝", copies),
+            ("copies + math, if nothing overlapped · 拷贝 + 计算（若完全不重叠）", copies + math),
+            ("Level 10, whole kernel · 第 10 级，完整内核", whole),
+            ("cuBLAS bf16", blas_ms)]
+    colors = ["#9ecae1", "#9ecae1", "#6baed6", "#1f77b4", "#ff7f0e", "#cccccc", "#d62728", "#222222"]
+    fig = go.Figure(go.Bar(y=[b[0] for b in bars][::-1], x=[b[1] for b in bars][::-1], orientation="h",
+                           marker_color=colors[::-1], hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
+    label = ", ".join(f"{k}={v}" for k, v in setting.items())
+    fig = _layout(fig, f"Where Level 10's time goes: one {size}³ bf16 GEMM ({label}) · 第 10 级的时间去向",
+                  "ms (probes: the GEMM's flops at the probe's rate) · 毫秒（探针：按其速率折算 GEMM 的运算量）", "")
+    fig.update_layout(height=480, margin=dict(l=420))
+    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                       font=dict(size=11, color="#666"), xanchor="left")
+    show(fig)
+    for name, ms in bars:
+        print(f"{ms:7.3f} ms  {at_rate(1) / ms:7.1f} TFLOPS  {name.split(' · ')[0]}")
+    return [{"label": b[0], "ms": b[1]} for b in bars]

@@ -37,9 +37,33 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
         for r in records:
             if level is None or r["level"] == level or (
                     r["level"] == "cublas" and (r["M"], r["N"], r["K"]) in wanted_sizes):
-                rows.append({**r, "gpu": prov["gpu"], "date": prov["date"][:10], "file": path.name,
-                             "provenance": prov})
+                rows.append({**r, "params": _complete(r["level"], r["params"]), "gpu": prov["gpu"],
+                             "date": prov["date"][:10], "file": path.name, "provenance": prov})
     return rows
+
+
+def _complete(level: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A record's setting with every parameter of the level: one added after the record was made
+    (e.g. Level 10's copy) takes its default, which is what the kernel of that time did."""
+    from .levels import get_level
+
+    if level == "cublas":
+        return params
+    lv = get_level(level)
+    return {**{p.name: p.default for p in lv.params}, **params}
+
+
+def peaks(probe: Optional[str] = None) -> list[dict[str, Any]]:
+    """Recorded instruction-ceiling probes (python -m gemm_course peak), each with its provenance."""
+    return [{**r, "gpu": data["provenance"]["gpu"], "provenance": data["provenance"]}
+            for data in map(load, recorded_files()) for r in data.get("peaks", [])
+            if probe in (None, r["probe"])]
+
+
+def level_10_parts() -> list[dict[str, Any]]:
+    """Recorded timings of Level 10 taken apart (whole kernel, copies only, math only)."""
+    return [{**r, "gpu": data["provenance"]["gpu"], "provenance": data["provenance"]}
+            for data in map(load, recorded_files()) for r in data.get("level_10_parts", [])]
 
 
 def find(level: str, M: int, N: Optional[int] = None, K: Optional[int] = None,

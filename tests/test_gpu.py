@@ -138,6 +138,19 @@ HOPPER_SHAPES = ((1, 8, 8), (7, 16, 40), (33, 64, 72), (127, 136, 264), (129, 26
                  (1000, 8, 16), (300, 1032, 2048), (4097, 264, 64), (1024, 1024, 1024))
 
 
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 90, reason="needs sm_90+")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mma_pipeline_fed_by_tma_on_odd_shapes(dtype):
+    """Level 10 with copy='tma': every stage count, edges in M, N and K, k-tiles that wrap the ring
+    many times (K = 3000: 47 k-tiles of 64), and a partial last k-tile."""
+    for shape in HOPPER_SHAPES + ((2000, 1040, 3000),):
+        for stages in (2, 3, 4):
+            result = gc.check("10_mma_pipeline", *shape, dtype=dtype, stages=stages, BN=256, copy="tma")
+            assert result.passed, str(result)
+    with pytest.raises(ValueError, match="BN=256"):
+        gc.gemm(*gc.random_operands(64, 64, 64, dtype), "10_mma_pipeline", copy="tma")
+
+
 @pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() != 90, reason="needs sm_90 (Hopper)")
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_hopper_level_correct_on_odd_shapes(dtype):
@@ -168,3 +181,17 @@ def test_batched_levels_on_odd_shapes(level):
         for params in gc.get_level(level).showcase:
             result = gc.check(level, *shape, batch=batch, **params)
             assert result.passed, str(result)
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
+def test_peak_probes_and_level10_parts():
+    """The ceilings are ceilings: no probe is slower than the real kernels it bounds, and Level 10's
+    whole kernel is not faster than either of its parts alone."""
+    from gemm_course import peak
+
+    rows = peak.measure_peaks(["ffma", "mma_sync_bf16", "warp_tile_64x64_ldmatrix"], progress=lambda _: None)
+    assert all(r["reps"] >= 5 and r["tflops"] > 0 for r in rows)
+    assert peak.ceiling(rows, "mma_sync_bf16")["tflops"] > 5 * peak.ceiling(rows, "ffma")["tflops"]
+    whole, = peak.pipeline_parts([2048], settings=[{"stages": 4}], progress=lambda _: None)
+    assert whole["all"]["median_ms"] >= 0.95 * max(whole["copies"]["median_ms"], whole["math"]["median_ms"])
+    assert peak.ceiling(rows, "warp_tile_64x64_ldmatrix")["tflops"] > whole["all"]["tflops"]

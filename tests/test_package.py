@@ -310,3 +310,41 @@ def test_find_cublas_defaults_to_the_fp32_baseline():
     r = results.find("cublas", 4096)
     assert r["level"] == "cublas" and r["dtype"] == "float32"
     assert results.find("cublas", 8192, dtype="bfloat16")["dtype"] == "bfloat16"
+
+
+def test_peak_probes_compile_without_a_gpu():
+    """The probe kernels build for sm_90 with NVRTC alone, with no spills (a spill would add memory
+    traffic to a probe that must have none), and their flop counts match the instructions they issue."""
+    import re
+
+    from gemm_course import peak
+    from gemm_course.compile import COMPILE_OPTIONS, nvrtc_compile
+
+    for name, probe in peak.PROBES.items():
+        _, _, log = nvrtc_compile(peak.probe_source(), probe.kernel, "sm_90", COMPILE_OPTIONS)
+        assert re.search(r"\b0 bytes spill stores", log), (name, log)
+    assert peak.PROBES["ffma"].flops_per_warp_iteration == 8 * 32 * 2  # 8 chains × 32 lanes × one FMA
+    assert peak.PROBES["warp_tile_64x64_mma"].flops_per_warp_iteration == 2 * (64 * 64 * 16 * 2)  # 2 k-steps of 16
+
+
+def test_level10_parts_switch_leaves_the_kernel_alone():
+    """PARTS defaults to the whole kernel, and pipeline_parts can find the default it rewrites."""
+    src = gc.compile.kernel_source("10_mma_pipeline")
+    assert "int PARTS = MMA_ALL" in src and "gemm_mma_pipeline<" in gc.get_level("10_mma_pipeline").kernel_name(
+        gc.get_level("10_mma_pipeline").resolve())
+
+
+def test_level10_tma_setting_rules_without_a_gpu():
+    """copy='tma' needs sm_90 and the 128×256 tile; it compiles for sm_90 with no spills, and the
+    cp.async settings still compile for sm_80 although the file now includes the TMA helpers."""
+    lv = gc.get_level("10_mma_pipeline")
+    tma = lv.resolve(stages=3, BN=256, copy="tma")
+    assert lv.required_cc(tma) == 90 and lv.required_cc(lv.resolve()) == 80
+    with pytest.raises(ValueError, match="BN=256"):
+        lv.resolve(copy="tma")
+    with pytest.raises(ValueError, match="needs sm_90"):
+        gc.compile_report(lv, arch="sm_80", **tma)
+    rep = gc.compile_report(lv, arch="sm_90", **tma)
+    assert rep.kernel == "gemm_mma_tma<false, 3>" and not rep.spills and rep.occupancy.blocks_per_sm == 1
+    assert rep.dynamic_shared_bytes == 3 * 48 * 1024 + 1024
+    assert not gc.compile_report(lv, arch="sm_80").spills

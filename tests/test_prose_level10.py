@@ -40,7 +40,7 @@ def test_level10_recorded_numbers():
         assert 0.42 <= r["ratio_to_cublas"] < 0.44 < TARGET  # "about 42–43%", below the target
     l9 = _rec(L9, 8192)  # Level 9's best showcase setting at 8192³ (the shared 64×64 default)
     assert max((_rec(L9, 8192, **c) for c in gc.get_level(L9).showcase), key=lambda r: r["tflops"]) == l9
-    l8 = _rec(L8, 8192)
+    l8 = max((_rec(L8, 8192, **c) for c in gc.get_level(L8).showcase), key=lambda r: r["tflops"])  # the fastest FP32 setting
     lo8, hi8 = min(r["tflops"] for r in s8.values()), max(r["tflops"] for r in s8.values())
     assert s8[3]["tflops"] < s8[2]["tflops"]
     k1 = {s: _rec(L10, 1024, stages=s) for s in (2, 4)}
@@ -53,7 +53,7 @@ def test_level10_recorded_numbers():
         f"and {best8['tflops']:.2f} TFLOPS at 8192³ ({best8['ratio_to_cublas']:.1%})",
         f"That is {best8['tflops'] / l9['tflops']:.1f} times Level 9's best showcase setting "
         f"({l9['tflops']:.2f} TFLOPS at 8192³)",
-        f"and {best8['tflops'] / l8['tflops']:.1f} times Level 8, the fastest FP32 kernel ({l8['tflops']:.2f} TFLOPS)",
+        f"and {best8['tflops'] / l8['tflops']:.1f} times Level 8's fastest FP32 setting ({l8['tflops']:.2f} TFLOPS at 8192³)",
         f"lie between {lo8:.2f} and {hi8:.2f} TFLOPS",
         f"3 stages is not faster than 2 ({s8[3]['tflops']:.2f} against {s8[2]['tflops']:.2f})",
         f"at 1024³, 2 stages give {k1[2]['tflops']:.2f} TFLOPS and 4 stages {k1[4]['tflops']:.2f}",
@@ -61,8 +61,8 @@ def test_level10_recorded_numbers():
         f"at least {TARGET:.0%} of cuBLAS at 4096³ and 8192³",
         f"{best4['ratio_to_cublas']:.1%} at 4096³ and {best8['ratio_to_cublas']:.1%} at 8192³",
         f"better than Level 9's {l9['ratio_to_cublas']:.1%}",
-        f"reaches {best8['tflops']:.2f} TFLOPS at 8192³, {best8['tflops'] / l9['tflops']:.1f} times Level 9 but "
-        f"{best8['ratio_to_cublas']:.1%} of cuBLAS, below the {TARGET:.0%} target",
+        f"the cp.async kernel reaches {best8['tflops']:.2f} TFLOPS at 8192³, {best8['tflops'] / l9['tflops']:.1f} times "
+        f"Level 9 but {best8['ratio_to_cublas']:.1%} of cuBLAS",
     ]
     # accuracy at K = 8192: the fp32-accumulation bound, the kernel's error (same for all stage counts), cuBLAS's
     errs = {f"{r['relative_error']:.1e}" for r in s8.values()}
@@ -114,9 +114,7 @@ def test_level10_compile_and_sass_numbers():
     o = reps[3].occupancy
     claims = [f"uses {reps[3].registers} registers per thread on sm_90, with no spills",
               f"{shm[2]} B for 2 stages, {shm[3]} B for 3 and {shm[4]} B for 4",
-              f"{o.blocks_per_sm} blocks reside on an H200 SM, {o.warps_per_sm} of {o.max_warps_per_sm} warps",
-              f"At {reps[3].registers} registers only 2 blocks of 256 threads fit on an SM, "
-              f"{o.warps_per_sm} of {o.max_warps_per_sm} warps"]
+              f"{o.blocks_per_sm} blocks reside on an H200 SM, {o.warps_per_sm} of {o.max_warps_per_sm} warps"]
     mixes = {s: (_mix(stages=s), _mix(full=True, stages=s)) for s in (2, 3, 4)}
     m, full = mixes[4]
     per_kstep_mma = 4 * 4  # a 64×32 warp tile as 4×4 tiles of 16×8
@@ -178,3 +176,74 @@ def test_level10_figures():
         assert [a.text.split(" · ")[0] for a in fig.layout.annotations[:2]] == [f"plain: {plain}-way", "swizzled: 1-way"]
     prose = _english_prose(NB)
     assert_prose_says(["a 4-way conflict", "all 8 land in the same slot: 8-way"], prose)
+
+
+def test_level10_ceiling_numbers():
+    """The 'how far from the target' section: the probes, the kernel taken apart, and the verdict, all
+    recomputed from h200_peaks.json and the bf16 recording."""
+    from gemm_course.peak import ceiling
+
+    prose = _english_prose(NB)
+    peaks = results.peaks()
+    mma = ceiling(peaks, "mma_sync_bf16")
+    mma8 = next(r for r in peaks if r["probe"] == "mma_sync_bf16" and r["warps_per_sm"] == 8)
+    wt, wtl = ceiling(peaks, "warp_tile_64x64_mma"), ceiling(peaks, "warp_tile_64x64_ldmatrix")
+    part = next(r for r in results.level_10_parts() if r["M"] == 8192 and r["params"] == {"stages": 4, "BN": 256})
+    blas = results.find("cublas", 8192, dtype="bfloat16")
+    assert blas["file"] == "h200_09_10_bfloat16.json"
+    whole, copies, math = (part[k]["median_ms"] for k in ("all", "copies", "math"))
+    assert max(copies, math) < whole < copies + math  # the parts overlap, but only partly
+    assert part["math"]["tflops"] < TARGET * blas["tflops"] < mma["tflops"]  # "out of this design's reach"
+    assert wtl["tflops"] < wt["tflops"] <= mma["tflops"] * 1.01
+    claims = [f"It reaches {mma['tflops']:.1f} TFLOPS with {mma['warps_per_sm']} warps per SM ({mma8['tflops']:.1f} with 8)",
+              f"{mma['tflops'] / blas['tflops']:.0%} of the {blas['tflops']:.2f} TFLOPS that cuBLAS's bf16 GEMM measured",
+              f"{wt['tflops']:.1f} TFLOPS with the fragments kept in registers, {wtl['tflops']:.1f} when `ldmatrix` reloads them",
+              f"The fragment loads cost {1 - wtl['tflops'] / wt['tflops']:.0%}",
+              f"the whole kernel takes {whole:.3f} ms; its copies alone",
+              f"{copies:.3f} ms; its math alone", f"{math:.3f} ms, that is {part['math']['tflops']:.1f} TFLOPS",
+              f"runs at only {part['math']['tflops'] / wtl['tflops']:.0%} of the warp tile's rate",
+              f"{copies:.3f} ms of copies and {math:.3f} ms of math add up to {copies + math:.3f} ms",
+              f"only {copies + math - whole:.3f} ms of copying overlaps with math",
+              f"60% of cuBLAS is {TARGET * blas['tflops']:.0f} TFLOPS",
+              f"`mma.sync` itself could do {mma['tflops']:.1f} TFLOPS"]
+    claims.append("The next section keeps this level's math and changes only that")
+    assert_prose_says(claims, prose)
+
+
+def test_level10_tma_section_numbers():
+    """The TMA-fed setting: its resources, its recorded speed in bf16 and fp16 against cuBLAS in the
+    same run, the 60% target, and the comparison with the probe and Level 11."""
+    from gemm_course.peak import ceiling
+
+    prose = _english_prose(NB)
+    tma = dict(BN=256, copy="tma")
+    b = {st: {n: _rec(L10, n, dtype="bfloat16", stages=st, **tma) for n in (1024, 4096, 8192)} for st in (2, 3, 4)}
+    h = {n: _rec(L10, n, dtype="float16", stages=3, **tma) for n in (4096, 8192)}
+    assert all(b[st][n]["ratio_to_cublas"] >= TARGET for st in (2, 3, 4) for n in (4096, 8192))  # "meets the target"
+    assert all(h[n]["ratio_to_cublas"] >= TARGET for n in h)
+    assert max((b[st][8192] for st in (2, 3, 4)), key=lambda r: r["tflops"]) is b[3][8192]
+    cp = _rec(L10, 8192, dtype="bfloat16", stages=4, BN=256)
+    rep = gc.compile_report(L10, arch="sm_90", stages=3, **tma)
+    assert rep.occupancy.blocks_per_sm == 1 and rep.occupancy.warps_per_sm == 8 and not rep.spills
+    mma = ceiling(results.peaks(), "mma_sync_bf16")
+    l11 = _rec("11_hopper_wgmma", 8192, dtype="bfloat16")
+    blocks = gc.get_level(L10).geometry(1024, 1024, 1024, gc.get_level(L10).resolve(stages=3, **tma)).grid[0]
+    pct = lambda r: f"{r['ratio_to_cublas']:.1%}"  # noqa: E731
+    claims = [f"It uses {rep.registers} registers per thread and {rep.dynamic_shared_bytes} B of shared memory with 3 stages",
+              f"with 3 stages {b[3][4096]['tflops']:.2f} TFLOPS at 4096³ ({pct(b[3][4096])} of cuBLAS's bf16 GEMM) and "
+              f"{b[3][8192]['tflops']:.2f} at 8192³ ({pct(b[3][8192])})",
+              f"with 2 stages {pct(b[2][4096])} and {pct(b[2][8192])}, with 4 stages {pct(b[4][4096])} and {pct(b[4][8192])}",
+              f"{h[4096]['tflops']:.2f} TFLOPS at 4096³ ({pct(h[4096])} of cuBLAS's fp16 GEMM) and {h[8192]['tflops']:.2f} at 8192³ ({pct(h[8192])})",
+              f"reached {pct(cp)} ({cp['tflops']:.2f} TFLOPS in bf16 at 8192³) when the warps fed it themselves",
+              f"at 1024³ it makes {blocks} blocks for {b[3][1024]['provenance']['sm_count']} SMs and reaches "
+              f"{b[3][1024]['tflops']:.2f} TFLOPS ({pct(b[3][1024])})",
+              f"It runs at {b[3][8192]['tflops'] / mma['tflops']:.0%} of the {mma['tflops']:.1f} TFLOPS",
+              f"{l11['tflops']:.2f} TFLOPS in bf16 at 8192³, more than twice the cp.async kernel and "
+              f"{l11['tflops'] / b[3][8192]['tflops']:.1f} times this one",
+              f"reaches {pct(b[3][4096])} and {pct(b[3][8192])} of cuBLAS's bf16 GEMM at 4096³ and 8192³, above the 60% target"]
+    assert l11["tflops"] > 2 * _rec(L10, 8192, dtype="bfloat16", stages=4)["tflops"]
+    assert_prose_says(claims, prose)
+    l11_prose = _english_prose(ROOT / "notebooks" / "11_hopper_wgmma.ipynb")
+    assert f"the same `mma.sync` reached {b[3][8192]['tflops']:.2f} TFLOPS in bf16 ({pct(b[3][8192])})" in l11_prose
+    ladder = (ROOT / "book" / "ladder.md").read_text(encoding="utf-8")
+    assert f"{b[3][8192]['tflops']:.2f} TFLOPS in bf16, {pct(b[3][8192])} of cuBLAS's bf16 GEMM" in ladder

@@ -63,11 +63,11 @@ def test_level9_recorded_numbers():
                f"a 128×32 block tile, at {best['tflops']:.2f} TFLOPS, {best['ratio_to_cublas']:.1%} of cuBLAS",
                f"all direct settings lie between {min(direct):.2f} and {max(direct):.2f}"]
     # Level 8 (FP32) for scale
-    l8 = _rec(L8, 8192)
+    l8 = max((_rec(L8, 8192, **c) for c in gc.get_level(L8).showcase), key=lambda r: r["tflops"])  # its fastest setting
     ratio = sh["tflops"] / l8["tflops"]
     lo, hi = SEED_TENSOR_CORE_SPEEDUP
     assert lo <= ratio <= hi
-    claims += [f"runs at {l8['tflops']:.2f} TFLOPS at 8192³, so this first Tensor Core kernel is {ratio:.1f} times faster",
+    claims += [f"runs at {l8['tflops']:.2f} TFLOPS at 8192³ in its fastest setting, so this first Tensor Core kernel is {ratio:.1f} times faster",
                f"within the {lo} to {hi} times the seed guide promises", f"{ratio:.1f} times the best FP32 kernel"]
     # accuracy: fp32-accumulation bound at K = 8192, recorded errors of every setting and of cuBLAS (fp16 C)
     errs = {f"{r['relative_error']:.1e}" for r in results.recorded(L9, dtype="float16") if r["level"] == L9 and r["M"] == 8192}

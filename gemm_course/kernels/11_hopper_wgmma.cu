@@ -38,18 +38,10 @@
 // Preconditions (the launcher checks them): K and N multiples of 8 and 16-byte aligned A, B, C
 // (TMA needs 16-byte row strides; 16-byte loads need whole chunks). M is free. Past the edges TMA
 // fills zeros (steps 2–4) and step 1 stores zero chunks; only elements inside C are written.
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 typedef unsigned short u16;  // bf16 or fp16 bits: the kernels never do arithmetic on them
-
-struct __align__(64) TensorMap { unsigned long long opaque[16]; };  // CUtensorMap, built on the host
-
-constexpr int HOPPER_BK = 64;  // 64 bf16 = 128 B per row: one swizzle row
-
-__device__ __forceinline__ unsigned smem_u32(const void* p)
-{
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 
 __device__ __forceinline__ unsigned long long smem_descriptor(unsigned address, unsigned leading_bytes,
                                                               unsigned stride_bytes)
@@ -84,71 +76,6 @@ __device__ __forceinline__ void wgmma_k_tile(float (&d)[REGS], unsigned a_tile, 
 #pragma unroll
     for (int kk = 0; kk < HOPPER_BK / 16; ++kk)
         wgmma_m64k16<BF16>(d, desc_a(a_tile, kk), desc_b(b_tile, kk), (first && kk == 0) ? 0 : 1);
-}
-
-// --- mbarrier and TMA ---------------------------------------------------------------------------
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
-}
-
-__device__ __forceinline__ void mbar_expect_bytes(unsigned bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
-{
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
-
-// Make the barriers' initialisation visible to the TMA engine (the "async proxy").
-__device__ __forceinline__ void fence_barrier_init()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-// Copy the box at (inner, outer) of a 2-D tensor into shared memory; completes `bar`'s bytes.
-__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int inner, int outer, unsigned bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3}], [%4];\n"
-                 :: "r"(dst), "l"(map), "r"(inner), "r"(outer), "r"(bar) : "memory");
-}
-
-// One k-tile of A (BM × 64, box 64 × BM) and of B (64 × BN, BN/64 boxes of 64 × 64) into a stage.
-template <int BM, int BN>
-__device__ __forceinline__ void tma_load_k_tile(const TensorMap* map_a, const TensorMap* map_b, unsigned a_stage,
-                                                unsigned b_stage, int m0, int n0, int k0, unsigned bar)
-{
-    mbar_expect_bytes(bar, (BM + BN) * HOPPER_BK * 2);  // OOB parts of a box count too (as zeros)
-    tma_load(a_stage, map_a, k0, m0, bar);
-#pragma unroll
-    for (int j = 0; j < BN / 64; ++j) tma_load(b_stage + j * 8192, map_b, n0 + j * 64, k0, bar);
-}
-
-// Shared memory for dynamic buffers: rounded up to the 1024-byte period of the swizzle.
-__device__ __forceinline__ unsigned aligned_base(const unsigned char* smem) { return (smem_u32(smem) + 1023) & ~1023u; }
-
-// Tile t → origin of C, walking 16 tile-rows down before moving right: blocks running at the same
-// time share the same few columns of B and rows of A in L2.
-template <int BM, int BN>
-__device__ __forceinline__ void tile_origin(int t, int M, int N, int& m0, int& n0)
-{
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int per_group = 16 * tiles_n, first_m = (t / per_group) * 16;
-    const int rows = min(tiles_m - first_m, 16);
-    m0 = (first_m + (t % per_group) % rows) * BM;
-    n0 = ((t % per_group) / rows) * BN;
 }
 
 // The accumulator layout of wgmma m64nN: warp w of the warpgroup holds rows 16w + lane/4 and +8,

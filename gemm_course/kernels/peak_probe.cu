@@ -1,0 +1,101 @@
+// Peak probes — how fast an SM issues one instruction when nothing else is in the way: no memory
+// traffic, no barriers, no address arithmetic, only independent chains of the instruction itself.
+// The measured rate is the ceiling a GEMM kernel built on that instruction cannot pass, on this GPU
+// at the clock it really runs at (the data sheet's peak assumes the top boost clock).
+//
+//   ffma_peak       CHAINS independent fmaf chains per thread: FP32 FMA rate (Levels 1-8)
+//   mma_sync_peak   CHAINS independent m16n8k16 accumulators per warp: Level 10's own mma_16816,
+//                   the Ampere-style warp-level Tensor Core instruction, fp16 or bf16 inputs
+//   mma_sync_warp_tile
+//                   Level 10's inner loop and nothing else: each warp multiplies its 64×(BN/4) warp
+//                   tile from one k-tile that stays in shared memory, again and again. LDMATRIX=false
+//                   loads the fragments once and repeats only the mma.sync (distinct registers, as in
+//                   the kernel); LDMATRIX=true reloads them with ldmatrix every k-step, as the kernel
+//                   does. No global memory and no barriers in the loop: the difference to Level 10's
+//                   measured speed is what the copies and the pipeline cost.
+//
+// Each chain depends only on itself, so with enough chains (and warps) the latency of one
+// instruction is hidden behind the others and only the issue rate is left. The results are written
+// only under a condition that never holds for these inputs, which keeps the compiler from deleting
+// the chains without adding a store to the loop.
+
+#include "10_mma_pipeline.cu"
+
+template <int CHAINS>
+__global__ void ffma_peak(float* out, int iterations, float scale)
+{
+    float v[CHAINS];
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) v[c] = threadIdx.x * 1e-3f + c;
+#pragma unroll 16
+    for (int i = 0; i < iterations; ++i)
+#pragma unroll
+        for (int c = 0; c < CHAINS; ++c) v[c] = fmaf(v[c], scale, 1e-3f);
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) sum += v[c];
+    if (sum == -1.0f) out[threadIdx.x] = sum;  // never true for these inputs
+}
+
+template <bool BF16, int CHAINS>
+__global__ void mma_sync_peak(float* out, int iterations)
+{
+    // Operands: small numbers (1.0 in both formats, packed twice per register), so no chain overflows.
+    const unsigned one = BF16 ? 0x3f803f80u : 0x3c003c00u;
+    const unsigned a[4] = {one, one, one, one}, b[2] = {one, one};
+    float acc[CHAINS][4];
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) acc[c][v] = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < iterations; ++i)
+#pragma unroll
+        for (int c = 0; c < CHAINS; ++c) mma_16816<BF16>(acc[c], a, b);
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) sum += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+    if (sum == -1.0f) out[threadIdx.x] = sum;  // never true: every accumulator only grows
+}
+
+template <bool BF16, int BN, bool LDMATRIX>
+__global__ void __launch_bounds__(MMA_THREADS)
+mma_sync_warp_tile(float* out, int iterations)
+{
+    constexpr int NT = BN / 32;  // n8 tiles per warp, as in Level 10
+    __shared__ uint4 as[MMA_BM * 4], bs[MMA_BK * (BN / 8)];  // one k-tile, Level 10's swizzled layout
+    const unsigned one = BF16 ? 0x3f803f80u : 0x3c003c00u;
+    for (int e = threadIdx.x; e < MMA_BM * 4; e += MMA_THREADS) as[e] = make_uint4(one, one, one, one);
+    for (int e = threadIdx.x; e < MMA_BK * (BN / 8); e += MMA_THREADS) bs[e] = make_uint4(one, one, one, one);
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * (BN / 4);
+    unsigned a[4][4], b[NT][2];
+    auto load_fragments = [&](int kk) {  // exactly Level 10's fragment loads
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            ldmatrix_x4<false>(a[i][0], a[i][1], a[i][2], a[i][3],
+                               smem_u32(as + swizzle_a(wm + i * 16 + lane % 16, kk / 8 + lane / 16)));
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j)
+            ldmatrix_x4<true>(b[2 * j][0], b[2 * j][1], b[2 * j + 1][0], b[2 * j + 1][1],
+                              smem_u32(bs + swizzle_b<BN>(kk + lane % 16, (wn + j * 16) / 8 + lane / 16)));
+    };
+    float acc[4][NT][4] = {};
+    load_fragments(0);
+    for (int it = 0; it < iterations; ++it)
+#pragma unroll
+        for (int kk = 0; kk < MMA_BK; kk += 16) {
+            if (LDMATRIX) load_fragments(kk);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma_16816<BF16>(acc[i][j], a[i], b[j]);
+        }
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) sum += acc[i][j][0] + acc[i][j][3];
+    if (sum == -1.0f) out[threadIdx.x] = sum;  // never true: every accumulator only grows
+}
