@@ -93,7 +93,7 @@ def cmd_record(args: argparse.Namespace) -> None:
 
         cc = device.compute_capability()
         result["sass"] = [sass_record(lv.id, lv.resolve(**s)) for lv in chosen for s in lv.showcase
-                          if lv.build_arch or lv.required_cc(lv.resolve(**s)) <= cc]
+                          if lv.build_arch or lv.setting_runs_on(cc, lv.resolve(**s))]
     _write_json(Path(args.out), result)
     print(f"wrote {len(result['records'])} records to {args.out}")
 

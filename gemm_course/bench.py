@@ -220,10 +220,10 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
     device.require_gpu("benchmarking")
     cc = device.compute_capability()
     for lv, p in configs:  # e.g. Level 10's copy='tma' on an A100: say so, measure the rest
-        if not get_level(lv).runs_on(cc) or get_level(lv).required_cc(p) > cc:
+        if not get_level(lv).setting_runs_on(cc, p):
             progress(f"skipping {lv} {p}: it needs sm_{get_level(lv).required_cc(p)}"
                      f"{'a' if get_level(lv).arch_specific else '+'}, and this GPU is sm_{cc}")
-    configs = [(lv, p) for lv, p in configs if get_level(lv).runs_on(cc) and get_level(lv).required_cc(p) <= cc]
+    configs = [(lv, p) for lv, p in configs if get_level(lv).setting_runs_on(cc, p)]
     tf32 = os.environ.get("CUPY_TF32", "0")
     if tf32 != "0":
         raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32 and not be an fp32 baseline; unset it")

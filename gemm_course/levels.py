@@ -141,6 +141,11 @@ class Level:
         """The compute capability (e.g. 80) a resolved setting needs."""
         return max(self.min_cc, self.setting_min_cc(params))
 
+    def setting_runs_on(self, cc: int, params: Mapping[str, Any]) -> bool:
+        """Whether a GPU of compute capability cc can run this resolved setting (e.g. Level 10's
+        copy='tma' needs sm_90 where the level itself needs sm_80)."""
+        return self.runs_on(cc) and cc >= self.required_cc(params)
+
     def valid_settings(self) -> list[dict[str, Any]]:
         """Every parameter setting that passes resolve(), in the order of the choices."""
         settings: list[dict[str, Any]] = [{}]

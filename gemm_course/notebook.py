@@ -171,8 +171,8 @@ def _runs_here(level: str, params: dict, dtype: str) -> bool:
     sm_80; some settings need more than their level, e.g. Level 10's copy='tma' needs sm_90)."""
     if not device.gpu_available():
         return False
-    cc, lv = device.compute_capability(), get_level(level)
-    return lv.runs_on(cc) and cc >= max(lv.required_cc(params), min_cc(dtype))
+    cc = device.compute_capability()
+    return get_level(level).setting_runs_on(cc, params) and cc >= min_cc(dtype)
 
 
 def _all_run_here(entries: Sequence[tuple[str, dict]], dtype: str) -> bool:

@@ -56,7 +56,7 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
             except ValueError as err:  # a setting this architecture cannot run
                 display(HTML(f"<p>⚠ {html.escape(str(err))}</p>"))
         with perf_out:
-            if live and device.compute_capability() >= lv.required_cc(params):
+            if live and lv.setting_runs_on(device.compute_capability(), params):
                 _measure_live(lv, params, size_control.value, tried)
             else:
                 _show_recorded(lv, params)
