@@ -232,8 +232,7 @@ def test_level1_prose_numbers_come_from_the_recorded_file():
         f"finishes in {cols[4096]['median_ms']:.1f} ms",
         f"{models.tile_traffic(4096, 4096, 4096) / 1e12:.2f} TB at 4096³",
     ]
-    for claim in claims:
-        assert claim in prose, f"the Level 1 prose should say {claim!r} (from the recorded file)"
+    assert_prose_says(claims, prose)
     assert all(0.45 <= r["tflops"] <= 0.55 for r in rows)  # "stays near 0.5 TFLOPS"
     sweep = [r for r in results.recorded("01_naive") if r["M"] == 4096 and r["level"] == "01_naive"
              and r["params"]["mapping"] == "cols"]
