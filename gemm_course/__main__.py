@@ -9,6 +9,8 @@
   batched  a batch of small products in one launch, against one launch each and cuBLAS batched
   multigpu Level 12: row split and SUMMA over several GPUs with NCCL, against one GPU
   peak     measured instruction ceilings: FFMA, mma.sync, and Level 10's warp tile without its copies
+  experiments  settings that separate two causes (Level 3, 8), Level 6 against a one-kernel epilogue
+  counters hardware counters read with Nsight Compute: the recorded table, or --record on a GPU
   levels   the registry
 """
 from __future__ import annotations
@@ -122,7 +124,7 @@ def cmd_check(args: argparse.Namespace) -> None:
 
     failures = 0
     for lv in _selected(args.levels):
-        settings = [lv.resolve(**s) for s in lv.showcase]
+        settings = [lv.resolve(**s) for s in (*lv.showcase, *lv.experiments)]
         if args.all_settings:
             settings += [s for s in lv.valid_settings() if s not in settings]
         for params in settings:
@@ -176,14 +178,62 @@ def cmd_peak(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from .bench import _write_json, provenance
-    from .peak import METHOD, PROBES, measure_peaks, pipeline_parts
+    from .peak import METHOD, PROBES, launch_overhead, measure_peaks, pipeline_parts
 
+    overhead = launch_overhead()
     rows = measure_peaks(args.probes.split(",") if args.probes else tuple(PROBES))
     parts = pipeline_parts()
     if args.out:
         _write_json(Path(args.out), {"schema": 1, "provenance": provenance(METHOD), "records": [],
-                                     "peaks": rows, "level_10_parts": parts})
+                                     "launch_overhead": overhead, "peaks": rows, "level_10_parts": parts})
         print(f"wrote {len(rows)} probe measurements and {len(parts)} Level 10 decompositions to {args.out}")
+
+
+EXPERIMENT_SIZES = (4096, 8192)
+
+
+def cmd_experiments(args: argparse.Namespace) -> None:
+    """Settings that separate causes the showcase changes together, each timed beside the showcase
+    setting it is compared with, cuBLAS in the same run; and Level 6 against a one-kernel epilogue."""
+    from pathlib import Path
+
+    from .bench import _write_json, bench, bench_fusion
+
+    result = None
+    for lv in levels():
+        if lv.experiments:
+            configs = [(lv.id, dict(s)) for s in (*lv.showcase, *lv.experiments)]
+            result = bench(configs, EXPERIMENT_SIZES, out=args.out, result=result)
+            if result.get("interrupted"):
+                break
+    if result is not None and not result.get("interrupted"):
+        result["fusion_one_kernel"] = bench_fusion([(n, n, n) for n in EXPERIMENT_SIZES], one_kernel=True)
+        _write_json(Path(args.out), result)
+        print(f"wrote {len(result['records'])} records to {args.out}")
+
+
+def cmd_counters(args: argparse.Namespace) -> None:
+    from . import counters
+
+    if args.record:
+        if not args.out:
+            raise SystemExit("counters --record needs --out FILE.json")
+        try:
+            counters.record(args.out, args.levels or None, size=args.size)
+        except RuntimeError as err:
+            raise SystemExit(str(err))
+        return
+    rows = counters.table_rows(get_level(args.level).id if args.level else None)
+    if not rows:
+        raise SystemExit("no recorded counters" + (f" for {args.level}" if args.level else "")
+                         + "; record them on a GPU with: python -m gemm_course counters --record --out FILE.json")
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
+                         indent=1, ensure_ascii=False))
+        return
+    print(counters.format_table(rows))
+    p = rows[0]["provenance"]
+    print(f"\nrecorded on {p['gpu']}, {p['date'][:10]}, {p['ncu']}; `{p['command']}`")
 
 
 def cmd_multigpu(args: argparse.Namespace) -> None:
@@ -253,6 +303,19 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--probes", default=None, help="comma-separated probe names (default: all)")
     p.add_argument("--out")
     p.set_defaults(func=cmd_peak)
+
+    p = sub.add_parser("experiments", help="settings that separate two causes, timed beside the showcase (GPU)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_experiments)
+
+    p = sub.add_parser("counters", help="hardware counters (Nsight Compute): the recorded table, or --record (GPU)")
+    p.add_argument("--level", help="one level (with cuBLAS), e.g. 03 or 03_coalescing_banks")
+    p.add_argument("--json", action="store_true", help="the rows as JSON")
+    p.add_argument("--record", action="store_true", help="profile every showcase setting with ncu (GPU)")
+    p.add_argument("--out", help="with --record: the counters file to write")
+    p.add_argument("--levels", nargs="*", help="with --record: level ids (default: all)")
+    p.add_argument("--size", type=int, default=4096, help="with --record: problem size n for n³ (default 4096)")
+    p.set_defaults(func=cmd_counters)
 
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)

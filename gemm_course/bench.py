@@ -287,12 +287,21 @@ FUSION_SHAPES: tuple[tuple[int, int, int], ...] = (
     (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (8192, 8192, 128), (16384, 8192, 64))
 
 
+_BIAS_ACTIVATION = {  # C = act(C + bias) in one pass: one read and one write of C (8·M·N bytes)
+    "relu": "float v = c + bias[i % n]; c = v > 0.0f ? v : 0.0f",
+    "gelu": "float v = c + bias[i % n]; c = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))",
+}
+
+
 def bench_fusion(shapes: Sequence[tuple[int, int, int]] = FUSION_SHAPES, activation: str = "relu",
-                 progress: Callable[[str], None] = print, **timing: Any) -> list[dict[str, Any]]:
+                 progress: Callable[[str], None] = print, one_kernel: bool = False, **timing: Any) -> list[dict[str, Any]]:
     """Fused C = act(A·B + bias) (Level 6) against the unfused sequence in the same run.
 
     Unfused: Level 5's GEMM with the same tiles, then a bias-add kernel and an activation kernel,
     each of which reads and writes C (2 × 8·M·N bytes). Also cuBLAS followed by the same two kernels.
+    one_kernel: also the fairer baseline a framework would run, the GEMM followed by one element-wise
+    kernel that adds the bias and applies the activation in a single pass over C (8·M·N bytes), after
+    Level 5 and after cuBLAS.
     """
     import cupy
 
@@ -301,6 +310,8 @@ def bench_fusion(shapes: Sequence[tuple[int, int, int]] = FUSION_SHAPES, activat
     act = {"relu": lambda X: cupy.maximum(X, 0, out=X),
            "gelu": lambda X: cupy.multiply(X, 0.5 * (1 + cupy.tanh(0.7978845608028654 * (X + 0.044715 * X**3))),
                                            out=X)}[activation]
+    bias_act = cupy.ElementwiseKernel("raw float32 bias, int32 n", "float32 c", _BIAS_ACTIVATION[activation],
+                                      f"bias_{activation}")
     rows = []
     for M, N, K in shapes:
         A, B = random_operands(M, N, K)
@@ -311,6 +322,10 @@ def bench_fusion(shapes: Sequence[tuple[int, int, int]] = FUSION_SHAPES, activat
             gemm_fn()
             cupy.add(C, bias, out=C)  # kernel 2: reads C and bias, writes C
             act(C)                    # kernel 3: reads C, writes C
+
+        def one_pass(gemm_fn: Callable[[], Any]) -> None:
+            gemm_fn()
+            bias_act(bias, cupy.int32(N), C)  # kernel 2: reads and writes C once
 
         fused = time_gpu(lambda: gemm(A, B, "06_fused_epilogue", out=C, bias=bias, activation=activation,
                                       accumulate=False, beta=0.0), **timing)
@@ -324,10 +339,21 @@ def bench_fusion(shapes: Sequence[tuple[int, int, int]] = FUSION_SHAPES, activat
                "fused_vs_unfused_error": error, "extra_bytes_unfused": 2 * 8 * M * N + 4 * N,
                "timings": {"fused": asdict(fused), "gemm_only": asdict(plain), "unfused": asdict(split),
                            "cublas_unfused": asdict(blas)}}
+        if one_kernel:
+            single = time_gpu(lambda: one_pass(lambda: gemm(A, B, "05_register_blocking", out=C)), **timing)
+            row["one_kernel_error"] = relative_error(fused_out, C.astype(cupy.float64))
+            blas_single = time_gpu(lambda: one_pass(lambda: cupy.matmul(A, B, out=C)), **timing)
+            blas_only = time_gpu(lambda: cupy.matmul(A, B, out=C), **timing)
+            row.update(unfused_one_kernel_ms=single.median_ms, cublas_one_kernel_ms=blas_single.median_ms,
+                       cublas_only_ms=blas_only.median_ms, extra_bytes_one_kernel=8 * M * N + 4 * N)
+            row["timings"].update(unfused_one_kernel=asdict(single), cublas_one_kernel=asdict(blas_single),
+                                  cublas_only=asdict(blas_only))
         rows.append(row)
         progress(f"{M}×{N}×{K}: fused {fused.median_ms:.3f} ms, GEMM alone {plain.median_ms:.3f} ms, "
                  f"unfused {split.median_ms:.3f} ms ({split.median_ms / fused.median_ms - 1:+.1%}), "
-                 f"cuBLAS+2 kernels {blas.median_ms:.3f} ms")
+                 f"cuBLAS+2 kernels {blas.median_ms:.3f} ms"
+                 + (f", GEMM + one kernel {row['unfused_one_kernel_ms']:.3f} ms, cuBLAS + one kernel "
+                    f"{row['cublas_one_kernel_ms']:.3f} ms" if one_kernel else ""))
         del A, B, C
         cupy.get_default_memory_pool().free_all_blocks()
     return rows

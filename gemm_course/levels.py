@@ -64,6 +64,10 @@ class Level:
     record_shapes: tuple[tuple[int, int, int], ...] = ()
     sweep: Optional[Callable[[Mapping[str, Any]], bool]] = None
     sweep_size: int = 4096
+    # Settings that exist to separate two causes that change together in the showcase (e.g. Level 3's
+    # strided load with conflict-free stores, Level 8 without its grouped block order): timed by
+    # `python -m gemm_course experiments` and read by `counters --record`, beside the showcase.
+    experiments: tuple[Mapping[str, Any], ...] = ()
     # > 0: the kernel has a fast path using vectors of this many floats, taken when K and N are
     # multiples of it and the pointers are aligned; the launcher passes "aligned" to kernel_name.
     vector_width: int = 0
@@ -234,6 +238,7 @@ SMEM_TILING = Level(
 
 LOAD_ORDERS = {"coalesced": 0, "strided": 1}
 A_LAYOUTS = {"mk": 0, "mk_padded": 1, "km": 2, "km_padded": 3, "km_swizzled": 4}
+B_LAYOUTS = {"kn": 0, "kn_padded": 1}
 
 COALESCING_BANKS = Level(
     id="03_coalescing_banks",
@@ -251,15 +256,24 @@ COALESCING_BANKS = Level(
               "As[k][m], plain, padded by one column, or XOR-swizzled",
               "A 分块的元素 (m, k) 在共享内存中的位置：As[m][k] 或转置的 As[k][m]，"
               "不加处理、每行填充一列，或按异或（XOR）重排"),
+        Param("b_layout", "kn", tuple(B_LAYOUTS),
+              "the B tile in shared memory: Bs[k][n] plain, or padded by one column (with a_layout="
+              "'mk_padded' the strided load stores without bank conflicts, which isolates coalescing)",
+              "B 分块在共享内存中的存放：Bs[k][n] 不加处理，或每行填充一列（与 a_layout='mk_padded' 一起使用时，"
+              "跨步载入的写入不再有存储体冲突，从而单独测出合并访问的影响）"),
     ),
     kernel_name=lambda p: (f"gemm_coalescing_banks<{p['tile']}, {LOAD_ORDERS[p['load']]}, "
-                           f"{A_LAYOUTS[p['a_layout']]}>"),
+                           f"{A_LAYOUTS[p['a_layout']]}, {B_LAYOUTS[p['b_layout']]}>"),
     geometry=_square_tile_geometry,
     showcase=(
         {"a_layout": "mk"}, {"a_layout": "mk_padded"}, {"a_layout": "km"}, {"a_layout": "km_padded"},
         {"a_layout": "km_swizzled"}, {"load": "strided"},
     ),
-    sweep=lambda p: True,
+    # Coalescing alone: both loads store into padded (conflict-free) tiles, so the two settings differ
+    # only in how a warp reads global memory.
+    experiments=({"load": "coalesced", "a_layout": "mk_padded", "b_layout": "kn_padded"},
+                 {"load": "strided", "a_layout": "mk_padded", "b_layout": "kn_padded"}),
+    sweep=lambda p: p["b_layout"] == "kn",
 )
 
 COPY_MODES = {"registers": 0, "cp_async": 1}
@@ -461,16 +475,22 @@ WARP_TILING = Level(
         Param("min_blocks", 2, (1, 2), "blocks per SM the compiler must make room for (it caps registers "
               "at 65536 / (threads · min_blocks))", "编译器须保证每个 SM 能容纳的线程块数（寄存器上限随之为 "
               "65536 / (线程数 · min_blocks)）"),
+        Param("group_m", 8, (1, 8), "tile rows per group of the block order: 8 makes blocks that run at "
+              "the same time share rows of A and columns of B in L2; 1 is plain row-by-row order",
+              "线程块顺序中每组的分块行数：8 让同时运行的线程块在 L2 中共享 A 的行与 B 的列；1 即逐行的普通顺序"),
     ),
     kernel_name=lambda p: (f"gemm_warp_tiled<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, "
-                           f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}{_batched_suffix(p)}>"),
+                           f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}, {p['group_m']}"
+                           f"{_batched_suffix(p)}>"),
     geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, p["BM"]) * ceil_div(N, p["BN"]), 1, 1),
                                        block=(_warp_threads(p), 1, 1)),
     rules=_warp_rules,
     vector_width=4,
     showcase=({}, {"BM": 64, "BN": 128}, TUNED_WARP_TILING),
+    experiments=({"group_m": 1}, {**TUNED_WARP_TILING, "group_m": 1}),
     record_shapes=((4096, 4096, 1024), (8192, 1024, 4096), (1024, 8192, 4096)),
-    sweep=lambda p: 128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256),
+    sweep=lambda p: (128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256)
+                     and p["group_m"] == 8),
     batched=True,
 )
 
@@ -690,6 +710,7 @@ def get_level(level: str | int | Level) -> Level:
     if isinstance(level, Level):
         return level
     for lv in _LEVELS:
-        if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number):
+        if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number) or \
+                (isinstance(level, str) and level.isdigit() and int(level) == lv.number):
             return lv
     raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}")

@@ -701,3 +701,63 @@ def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[d
     for name, ms in bars:
         print(f"{ms:7.3f} ms  {at_rate(1) / ms:7.1f} TFLOPS  {name.split(' · ')[0]}")
     return [{"label": b[0], "ms": b[1]} for b in bars]
+
+
+def predict_vs_measure(level: str | int | Level, settings: Optional[Sequence[dict]] = None,
+                       part: Optional[str] = None) -> list[dict]:
+    """Predict, then measure: for each setting, the models' predictions beside the hardware counters
+    recorded with Nsight Compute (`python -m gemm_course counters --record`), and a chart of
+    measured ÷ predicted (1 = the model is right). Without a GPU, and with one, these are the
+    recorded counters: reading counters needs ncu, which the notebook does not run."""
+    from . import counters, predictions
+    from .plots import counters_figure
+
+    lv = get_level(level)
+    settings = [dict(s) for s in (settings if settings is not None else lv.showcase)]
+    shown = []
+    for s in settings:
+        try:
+            rows = predictions.compare(lv.id, part=part, **s)
+        except KeyError:
+            print(f"No recorded counters for {lv.id} {s}. · 没有 {lv.id} {s} 的计数器记录。")
+            continue
+        label = counters.label(counters.find(lv.id, part=part, **s))
+        shown.append((label, rows))
+    if not shown:
+        return []
+    prov = counters.find(lv.id, part=part, **settings[0])["provenance"]
+    where = (f"recorded with Nsight Compute on {prov['gpu']}, {prov['date'][:10]}, {prov['ncu']}, "
+             f"{counters.COUNTER_SIZE}³; `{prov['command']}`")
+    from IPython.display import display
+
+    display(_html(_counter_table(shown, "en") + f"<small>{html.escape(where)}</small>",
+                  _counter_table(shown, "zh") + f"<small>{html.escape(where)}</small>"))
+    show(counters_figure(shown, f"{lv.id}: measured ÷ predicted", f"{lv.id}：实测 ÷ 预测", where))
+    return [{"setting": label, **r} for label, rows in shown for r in rows]
+
+
+def _format_value(key: str, value: Optional[float]) -> str:
+    if value is None:
+        return "–"
+    if key.endswith("bytes"):
+        return f"{value / 1e9:.2f} GB"
+    if key.endswith("pct"):
+        return f"{value:.0f}%"
+    return f"{value:.2f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def _counter_table(shown: Sequence[tuple[str, list[dict]]], lang: str) -> str:
+    from .counters import METRIC_BY_KEY
+
+    head = ("setting", "quantity", "predicted", "measured", "why the model says so") if lang == "en" else \
+           ("设置", "量", "预测", "实测", "模型依据")
+    cells = []
+    for label, rows in shown:
+        for r in rows:
+            metric = METRIC_BY_KEY.get(r["key"])
+            name = (metric.en if lang == "en" else metric.zh) if metric else r["key"].replace("_", " ")
+            cells.append((label, name, _format_value(r["key"], r["predicted"]), _format_value(r["key"], r["measured"]),
+                          r["why_en"] if lang == "en" else r["why_zh"]))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in cells)
+    return ("<table class='gemm-table'><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table>")

@@ -11,6 +11,7 @@ Level 10's gap to cuBLAS are read against these numbers.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -20,10 +21,16 @@ from .levels import KERNEL_DIR
 PROBE_FILE = "peak_probe.cu"
 CHAIN_OCCUPANCIES = ((4, 1), (8, 1), (8, 2), (16, 2), (16, 4))  # (warps per block, blocks per SM)
 MMA = 16 * 8 * 16 * 2  # flops of one m16n8k16
+# Each timed launch of a probe runs at least this long, so the fixed cost of a launch (measured with an
+# empty kernel and recorded beside the probes, about 10 µs) stays under 1% of every figure.
+PROBE_MIN_MS = 10.0
 METHOD = ("CUDA events around each launch; 1 untimed call, then at least 5 and at most 20 timed repetitions "
-          "within a 0.5 s budget per probe and occupancy; no L2 flush (the probes touch no memory in their "
-          "loops); median with quartiles; grid = SMs × blocks per SM; flops counted from the instructions "
-          "the loop issues (FFMA: 2, m16n8k16: 4096 per warp). Level 10's parts (pipeline_parts) are timed "
+          "within a 1 s budget per probe and occupancy; the loop count of each probe and occupancy is raised "
+          f"(by powers of two) until one launch lasts at least {PROBE_MIN_MS:g} ms, so the launch's fixed cost "
+          "(an empty kernel timed the same way, recorded as launch_overhead) is under 1%; no L2 flush (the "
+          "probes touch no memory in their loops); median with quartiles; grid = SMs × blocks per SM; flops "
+          "counted from the instructions the loop issues (FFMA: 2, m16n8k16: 4096 per warp). Level 10's "
+          "parts (pipeline_parts) are timed "
           "like the GEMMs: L2 flushed before every repetition, at least 5 and at most 50 repetitions within "
           "2 s, bf16 inputs uniform(−1, 1).")
 
@@ -60,9 +67,28 @@ def probe_source() -> str:
     return (KERNEL_DIR / PROBE_FILE).read_text(encoding="utf-8")
 
 
-def measure_peaks(probes: Sequence[str] = tuple(PROBES), progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def launch_overhead(progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """The fixed cost of one launch as the course's events see it: an empty kernel on one block."""
+    import cupy
+
+    from .bench import time_gpu
+    from .compile import COMPILE_OPTIONS, _compiled_kernel
+
+    device.require_gpu("timing an empty launch")
+    kernel = _compiled_kernel(probe_source(), COMPILE_OPTIONS, "empty_launch", None)
+    sink = cupy.zeros(1, dtype=cupy.float32)
+    t = time_gpu(lambda: kernel((1,), (32,), (sink,)), flush_l2=False, min_reps=20, max_reps=200, budget_s=0.5)
+    progress(f"empty launch: {t.median_ms * 1e3:.1f} µs")
+    return {"median_ms": t.median_ms, "q1_ms": t.q1_ms, "q3_ms": t.q3_ms, "reps": t.reps}
+
+
+def measure_peaks(probes: Sequence[str] = tuple(PROBES), progress: Callable[[str], None] = print,
+                  min_ms: float = PROBE_MIN_MS) -> list[dict[str, Any]]:
     """Time every probe at each of its occupancies; one row each. The best row of a probe is its
-    ceiling: more warps only help until the issue rate, not the latency, is the limit."""
+    ceiling: more warps only help until the issue rate, not the latency, is the limit.
+
+    Each launch is made to last at least min_ms (the loop count doubles until it does), so the
+    launch's own fixed cost, some 10 µs, cannot pass for an SM that sits idle."""
     import cupy
 
     from .bench import time_gpu
@@ -76,19 +102,28 @@ def measure_peaks(probes: Sequence[str] = tuple(PROBES), progress: Callable[[str
     for name in probes:
         probe = PROBES[name]
         kernel = _compiled_kernel(probe_source(), COMPILE_OPTIONS, probe.kernel, None)
-        args = (sink, cupy.int32(probe.iterations)) + ((cupy.float32(0.999),) if name == "ffma" else ())
         for warps, blocks in probe.occupancies:
             grid, threads = sms * blocks, 32 * warps
-            t = time_gpu(lambda: kernel((grid,), (threads,), args), flush_l2=False,
-                         min_reps=5, max_reps=20, budget_s=0.5)
-            flops = grid * warps * probe.iterations * probe.flops_per_warp_iteration
+            iterations = probe.iterations
+
+            def run() -> None:
+                extra = (cupy.float32(0.999),) if name == "ffma" else ()
+                kernel((grid,), (threads,), (sink, cupy.int32(iterations)) + extra)
+
+            while True:
+                t = time_gpu(run, flush_l2=False, min_reps=5, max_reps=20, budget_s=1.0)
+                if t.median_ms >= min_ms or iterations >= 1 << 26:
+                    break
+                iterations *= 2 ** max(1, math.ceil(math.log2(min_ms / max(t.median_ms, 1e-3))))
+            flops = grid * warps * iterations * probe.flops_per_warp_iteration
             tflops = flops / (t.median_ms * 1e-3) / 1e12
             rows.append({"probe": name, "kernel": probe.kernel, "what": probe.what, "dtype": probe.dtype,
                          "warps_per_block": warps, "blocks_per_sm": blocks, "warps_per_sm": warps * blocks,
-                         "iterations": probe.iterations, "median_ms": t.median_ms, "q1_ms": t.q1_ms,
+                         "iterations": iterations, "median_ms": t.median_ms, "q1_ms": t.q1_ms,
                          "q3_ms": t.q3_ms, "reps": t.reps, "tflops": tflops,
                          "flops_per_sm_per_cycle_at_max_clock": flops / (t.median_ms * 1e-3) / sms / clock_hz})
-            progress(f"{name}: {warps * blocks} warps per SM, {t.median_ms:.3f} ms, {tflops:.1f} TFLOPS")
+            progress(f"{name}: {warps * blocks} warps per SM, {iterations} iterations, {t.median_ms:.3f} ms, "
+                     f"{tflops:.1f} TFLOPS")
     return rows
 
 
@@ -98,38 +133,47 @@ def ceiling(rows: Sequence[dict[str, Any]], probe: str) -> Optional[dict[str, An
     return max(mine, key=lambda r: r["tflops"]) if mine else None
 
 
-PARTS = {"all": "MMA_ALL", "copies": "MMA_COPIES", "math": "MMA_MATH"}
+PARTS = {"all": "MMA_ALL", "copies": "MMA_COPIES", "math": "MMA_MATH",
+         "math_no_barrier": "MMA_MATH | MMA_NO_BARRIER"}
+_DEFAULT_PART = "int PARTS = MMA_ALL"
+
+
+def part_source(part: str) -> str:
+    """Level 10's source with the PARTS template default switched to one part (see PARTS)."""
+    from .compile import kernel_source
+
+    source = kernel_source("10_mma_pipeline")
+    if _DEFAULT_PART not in source:
+        raise RuntimeError("10_mma_pipeline.cu no longer declares `int PARTS = MMA_ALL`; update peak.part_source")
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; choose one of {', '.join(PARTS)}")
+    return source.replace(_DEFAULT_PART, f"int PARTS = {PARTS[part]}")
 PARTS_SETTINGS: tuple[dict[str, Any], ...] = ({"stages": 4}, {"stages": 4, "BN": 256})
 
 
 def pipeline_parts(sizes: Sequence[int] = (4096, 8192), settings: Sequence[dict[str, Any]] = PARTS_SETTINGS,
                    dtype: str = "bfloat16", progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Level 10 taken apart: the whole kernel, its copies alone (cp.async pipeline and barriers, no
-    ldmatrix or mma.sync) and its math alone (barriers, ldmatrix and mma.sync on whatever shared
-    memory holds, no copies), each timed like a GEMM (L2 flushed). The kernel's PARTS template
-    parameter selects the part; here its default is changed in Level 10's own source, so the same
-    launcher runs all three."""
+    ldmatrix or mma.sync), its math alone (barriers, ldmatrix and mma.sync on whatever shared
+    memory holds, no copies) and the math without the block-wide barrier, each timed like a GEMM
+    (L2 flushed). The kernel's PARTS template parameter selects the part; here its default is
+    changed in Level 10's own source, so the same launcher runs all of them."""
     import cupy
 
     from .bench import time_gpu
     from .check import random_operands
-    from .compile import kernel_source
     from .launch import gemm
     from .models import gemm_flops
 
     device.require_gpu("timing Level 10's parts")
-    source = kernel_source("10_mma_pipeline")
-    default = "int PARTS = MMA_ALL"
-    if default not in source:
-        raise RuntimeError("10_mma_pipeline.cu no longer declares `int PARTS = MMA_ALL`; update peak.pipeline_parts")
     rows = []
     for n in sizes:
         A, B = random_operands(n, n, n, dtype)
         C = cupy.empty((n, n), dtype=cupy.float32)
         for setting in settings:
             row: dict[str, Any] = {"M": n, "N": n, "K": n, "dtype": dtype, "params": dict(setting)}
-            for part, value in PARTS.items():
-                src = source.replace(default, f"int PARTS = {value}")
+            for part in PARTS:
+                src = part_source(part)
                 t = time_gpu(lambda: gemm(A, B, "10_mma_pipeline", out=C, source=src, **setting))
                 row[part] = {"median_ms": t.median_ms, "q1_ms": t.q1_ms, "q3_ms": t.q3_ms, "reps": t.reps,
                              "tflops": gemm_flops(n, n, n) / (t.median_ms * 1e-3) / 1e12}

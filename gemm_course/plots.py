@@ -230,3 +230,23 @@ def sectors_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> go.Fig
                             textposition="outside") for i, (g, rs) in enumerate(groups.items())])
     fig.add_hline(y=4, line_dash="dot", annotation_text="ideal for 32 floats: 4 · 32 个 float 的理想值：4")
     return _layout(fig, title, "access · 访问", "32-byte sectors per warp access · 每次线程束访问的扇区数")
+
+
+def counters_figure(shown: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], title_en: str, title_zh: str,
+                    subtitle: str = "") -> go.Figure:
+    """Predict, then measure: one bar per (setting, quantity), the recorded counter divided by the
+    model's prediction; the line at 1 is a model that is exactly right."""
+    fig = go.Figure()
+    for i, (label, rows) in enumerate(shown):
+        kept = [r for r in rows if r.get("ratio") is not None]
+        fig.add_trace(go.Bar(y=[r["key"].replace("_", " ") for r in kept], x=[r["ratio"] for r in kept],
+                             orientation="h", name=label, marker_color=PALETTE[i % len(PALETTE)],
+                             hovertemplate="%{y}: measured ÷ predicted = %{x:.2f}<extra>" + label + "</extra>"))
+    fig.add_vline(x=1, line=dict(color="#444", dash="dash"))
+    fig = _layout(fig, f"{title_en} · {title_zh}", "measured ÷ predicted · 实测 ÷ 预测", "", barmode="group")
+    fig.update_xaxes(type="log")
+    fig.update_layout(height=max(320, 60 + 26 * sum(len(r) for _, r in shown)), margin=dict(l=200, r=20, t=60, b=40))
+    if subtitle:
+        fig.add_annotation(text=subtitle[:110], xref="paper", yref="paper", x=0, y=1.04, showarrow=False,
+                           font=dict(size=10, color="#666"), xanchor="left")
+    return fig

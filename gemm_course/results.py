@@ -60,6 +60,13 @@ def peaks(probe: Optional[str] = None) -> list[dict[str, Any]]:
             if probe in (None, r["probe"])]
 
 
+def sass_records() -> list[dict[str, Any]]:
+    """Recorded instruction mixes (saved by `record` beside the timings), each setting completed with
+    the level's defaults like the timing records, so a lookup by a resolved setting finds it."""
+    return [{**s, "params": _complete(s["level"], s["params"])}
+            for data in map(load, recorded_files()) for s in data.get("sass", [])]
+
+
 def level_10_parts() -> list[dict[str, Any]]:
     """Recorded timings of Level 10 taken apart (whole kernel, copies only, math only)."""
     return [{**r, "gpu": data["provenance"]["gpu"], "provenance": data["provenance"]}
@@ -67,18 +74,22 @@ def level_10_parts() -> list[dict[str, Any]]:
 
 
 def find(level: str, M: int, N: Optional[int] = None, K: Optional[int] = None,
-         gpu: Optional[str] = None, dtype: Optional[str] = None, **params: Any) -> dict[str, Any]:
+         gpu: Optional[str] = None, dtype: Optional[str] = None, file: Optional[str] = None,
+         **params: Any) -> dict[str, Any]:
     """The one recorded record of a level at a size with exactly these params (KeyError if none).
 
     dtype: the input type; by default the level's first (its recorded showcase), e.g. float16 for
     Level 10, bfloat16 for Level 11; for "cublas", float32 (the baseline of Levels 1-8).
+    file: the name of one result file (e.g. "h200_experiments.json"), to compare only numbers
+    measured in the same run; by default the first file (by name) that has the setting.
     """
     from .levels import get_level
 
     N = M if N is None else N
     K = M if K is None else K
     dtype = dtype or ("float32" if level == "cublas" else get_level(level).dtypes[0])
-    for r in recorded(level, gpu, dtype=dtype):
+    files = [RESULTS_DIR / file] if file else None
+    for r in recorded(level, gpu, files=files, dtype=dtype):
         if r["level"] == level and (r["M"], r["N"], r["K"]) == (M, N, K) and \
                 all(r["params"].get(k) == v for k, v in params.items()):
             return r

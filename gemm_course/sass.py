@@ -90,8 +90,7 @@ def kernel_mix(level: str | int | Level, arch: str = "sm_90", **params: Any) -> 
     arch = lv.build_arch or arch  # the label says what disassemble() builds
     if find_disassembler():
         return instruction_mix(disassemble(lv, arch=arch, **p)), f"disassembled here for {arch}"
-    for path in results.recorded_files():
-        for rec in results.load(path).get("sass", []):
-            if rec["level"] == lv.id and rec["params"] == p:
-                return rec["mix"], f"recorded for {rec['arch']}"
+    for rec in results.sass_records():
+        if rec["level"] == lv.id and rec["params"] == p:
+            return rec["mix"], f"recorded for {rec['arch']}"
     raise KeyError(f"no disassembler here and no recorded instruction mix for {lv.id} {p}")

@@ -32,7 +32,7 @@ def _cublas(record):
 
 
 def _sass(level, params):
-    return next(s["summary"] for f in results.recorded_files() for s in results.load(f).get("sass", [])
+    return next(s["summary"] for s in results.sass_records()
                 if s["level"] == level and s["params"] == params)
 
 

@@ -38,7 +38,7 @@ def _mix(level, **p):
     if find_disassembler():
         from gemm_course.sass import disassemble, instruction_mix, memory_summary
         return memory_summary(instruction_mix(disassemble(lv, arch="sm_90", **pr)))
-    return next(s["summary"] for f in results.recorded_files() for s in results.load(f).get("sass", [])
+    return next(s["summary"] for s in results.sass_records()
                 if s["level"] == lv.id and s["params"] == pr)
 
 

@@ -21,6 +21,11 @@
 //     km_swizzled: word tx*32 + (ty^tx)  -> bank ty ^ tx:       all different
 //   The inner loop reads A(m = ty, k) with ty fixed across a warp row: one word, a broadcast, in
 //   every layout.
+//
+// B_LAYOUT pads the rows of the B tile (0 kn: Bs[k][n], 1 kn_padded: rows TILE+1). It exists to
+// separate two causes: the strided load also stores each tile down a column of shared memory, a
+// 32-way bank conflict in the plain layouts. With both tiles padded, load="strided" differs from
+// load="coalesced" in its global accesses alone.
 
 template <int TILE, int A_LAYOUT>
 __device__ __forceinline__ int a_tile_index(int m, int k)
@@ -32,14 +37,14 @@ __device__ __forceinline__ int a_tile_index(int m, int k)
     return k * TILE + (m ^ k);  // 4: XOR swizzle, TILE is a power of two so m ^ k < TILE
 }
 
-template <int TILE, int LOAD_ORDER, int A_LAYOUT>
+template <int TILE, int LOAD_ORDER, int A_LAYOUT, int B_LAYOUT = 0>
 __global__ void __launch_bounds__(TILE * TILE)
 gemm_coalescing_banks(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                       int M, int N, int K)
 {
     constexpr int A_STRIDE = (A_LAYOUT == 1 || A_LAYOUT == 3) ? TILE + 1 : TILE;
     __shared__ float As[TILE * A_STRIDE];
-    __shared__ float Bs[TILE][TILE];  // Bs[k][n]
+    __shared__ float Bs[TILE][B_LAYOUT == 1 ? TILE + 1 : TILE];  // Bs[k][n]
 
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int r = LOAD_ORDER == 0 ? ty : tx;  // which tile element this thread copies

@@ -74,8 +74,10 @@ __device__ __forceinline__ void mma_16816(float (&acc)[4], const unsigned (&a)[4
 
 // PARTS, for measurement only (python -m gemm_course peak): 3 runs the kernel; 1 keeps only the copies
 // and the pipeline (no ldmatrix, no mma.sync), 2 keeps only the barriers and the math on whatever the
-// shared buffers hold. Timing the three shows which part sets the kernel's speed.
-enum MmaPipelineParts { MMA_COPIES = 1, MMA_MATH = 2, MMA_ALL = 3 };
+// shared buffers hold. Timing the three shows which part sets the kernel's speed. MMA_NO_BARRIER (4)
+// added to MMA_MATH also drops the block-wide barrier, so that the barrier's own cost is measured
+// rather than assumed (with copies it would be a race: never combine it with MMA_COPIES).
+enum MmaPipelineParts { MMA_COPIES = 1, MMA_MATH = 2, MMA_ALL = 3, MMA_NO_BARRIER = 4 };
 
 // A warp's MT × NT accumulator tiles into C, whose tile starts at (row0, col0). The m16n8 layout:
 // lane holds rows g and g+8 (g = lane / 4), columns 2·(lane % 4) + {0, 1}: pairs of floats (float2).
@@ -101,6 +103,7 @@ __global__ void __launch_bounds__(MMA_THREADS, BN == 128 ? 2 : 1)
 gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                   float* __restrict__ C, int M, int N, int K)
 {
+    static_assert(!((PARTS & MMA_NO_BARRIER) && (PARTS & MMA_COPIES)), "without the barrier, copies would race");
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int NT = BN / 32;  // n8 tiles per warp
     // Stage s: A chunks [s][128 × 4], then B chunks [s][32 × BN/8]; a chunk is 16 bytes (uint4).
@@ -157,7 +160,8 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
     for (int kt = 0; kt < tiles_k; ++kt) {
         // Tile kt has landed once at most STAGES-2 newer groups are still in flight.
         asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
-        __syncthreads();  // everyone's copies of tile kt are visible; everyone is done with kt-1
+        if constexpr (!(PARTS & MMA_NO_BARRIER))
+            __syncthreads();  // everyone's copies of tile kt are visible; everyone is done with kt-1
         const int next = kt + STAGES - 1;  // refill the stage that tile kt-1 used
         if (PARTS & MMA_COPIES && next < tiles_k) load_tile(next, next % STAGES);
         asm volatile("cp.async.commit_group;\n" ::);  // an empty group keeps the count uniform
