@@ -321,7 +321,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.set_defaults(func=cmd_levels)
 
     args = parser.parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except (ValueError, KeyError, RuntimeError) as err:  # a wrong input or a missing tool: one line, no traceback
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise SystemExit(f"python -m gemm_course {args.command}: {message}")
+    except BrokenPipeError:  # the reader went away (`summary | head`): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0)
 
 
 if __name__ == "__main__":

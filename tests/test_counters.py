@@ -1,0 +1,115 @@
+"""The counter layer: the recorded Nsight Compute file, its reader, the ncu CSV parser and the command
+line. No GPU needed: recording is tested on the GPU machine by running it (see results/README.md)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gemm_course import counters, predictions, results
+from gemm_course.levels import get_level, levels
+
+RECORDED = results.RESULTS_DIR / "h200_counters.json"
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "gemm_course", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_every_showcase_and_experiment_setting_has_counters_with_provenance():
+    data = results.load(RECORDED)
+    prov = data["provenance"]
+    for key in ("gpu", "ncu", "metrics", "clock_control", "command", "method", "date"):
+        assert prov.get(key), key
+    assert prov["clock_control"] == "none" and "--clock-control none" in prov["method"]
+    for lv in levels():
+        for s in (*lv.showcase, *lv.experiments):
+            row = counters.find(lv.id, **s)
+            assert row["M"] == row["N"] == row["K"] == counters.COUNTER_SIZE
+            assert row["metrics"]["duration_ns"] > 0 and row["metrics"]["instructions"] > 0
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert counters.find("cublas", dtype=dtype)["metrics"]["duration_ns"] > 0
+    for part in counters.LEVEL_10_PARTS:
+        assert counters.find("10_mma_pipeline", part=part, stages=4, BN=256)
+
+
+def test_recorded_metric_names_are_the_documented_ones():
+    chosen = results.load(RECORDED)["provenance"]["metrics"]
+    for key, name in chosen.items():
+        assert name in counters.METRIC_BY_KEY[key].names
+
+
+def test_counters_agree_with_what_the_kernels_must_do():
+    """Sanity that cannot hold for garbage: exact counts the source code fixes."""
+    n = counters.COUNTER_SIZE
+    naive = counters.find("01_naive", mapping="cols")["metrics"]
+    # one load of A and one of B per multiply-add and per warp: 2·n³/32 load instructions
+    assert naive["global_load_requests"] == 2 * n**3 // 32
+    # every thread writes its one element of C once: n²/32 store instructions of 4 sectors each
+    assert naive["global_store_requests"] == n * n // 32
+    assert counters.derived(naive)["sectors_per_store_request"] == 4
+    coalesced = counters.derived(counters.find("03_coalescing_banks")["metrics"])
+    strided = counters.derived(counters.find("03_coalescing_banks", load="strided")["metrics"])
+    assert coalesced["sectors_per_load_request"] == 4 and strided["sectors_per_load_request"] == 32
+
+
+def test_derived_and_top_stalls():
+    m = {"global_load_sectors": 64.0, "global_load_requests": 4.0, "shared_load_wavefronts": 3.0,
+         "shared_load_instructions": 0.0, "sm_clock_hz": 1.98e9, "l2_read_sectors": 2.0,
+         "stall_barrier": 2.0, "stall_selected": 9.0, "stall_wait": 1.0, "stall_mio_throttle": 5.0}
+    d = counters.derived(m)
+    assert d["sectors_per_load_request"] == 16 and d["wavefronts_per_shared_load"] is None
+    assert d["sm_clock_mhz"] == pytest.approx(1980) and d["l2_read_bytes"] == 64
+    assert counters.top_stalls(m, 2) == [("mio_throttle", 5.0), ("barrier", 2.0)]
+
+
+NCU_CSV = '''==PROF== Connected to process 123
+some program output
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+"","","","","","","","","","","","nsecond","sector"
+"0","123","python3","h","void gemm_smem_tiled<32>(const float *, const float *, float *, int, int, int)","1","7","(32, 32, 1)","(128, 128, 1)","0","9.0","1,234,567","536870912"
+"1","123","python3","h","k2","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","10","n/a"
+'''
+
+
+def test_parse_ncu_csv_skips_program_output_and_units():
+    rows = counters.parse_ncu_csv(NCU_CSV)
+    assert [r["kernel"].split("(")[0] for r in rows] == ["void gemm_smem_tiled<32>", "k2"]
+    assert rows[0]["values"]["gpu__time_duration.sum"] == 1234567
+    assert rows[1]["values"]["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] is None
+    assert counters.parse_ncu_csv("no csv here") == []
+
+
+def test_choose_metrics_takes_the_first_offered_name():
+    tensor = counters.METRIC_BY_KEY["tensor_pipe_pct"]
+    offered = {tensor.names[1].split(".")[0], "smsp__inst_executed"}
+    chosen = counters.choose_metrics(offered)
+    assert chosen == {"tensor_pipe_pct": tensor.names[1], "instructions": "smsp__inst_executed.sum"}
+
+
+def test_targets_cover_each_level_then_cublas_per_input_type():
+    groups = counters.default_targets()
+    assert [g[0].level for g in groups[:len(levels())]] == [lv.id for lv in levels()]
+    assert [(g[0].level, g[0].dtype) for g in groups[len(levels()):]] == [
+        ("cublas", "float32"), ("cublas", "float16"), ("cublas", "bfloat16")]
+    assert len(groups[2]) == len(get_level(3).showcase) + len(get_level(3).experiments)
+
+
+def test_predictions_beside_counters():
+    rows = predictions.compare("02_smem_tiling")
+    by_key = {r["key"]: r for r in rows}
+    assert by_key["dram_read_bytes"]["predicted"] == 4 * 2 * 4096 * 4096
+    assert by_key["dram_read_bytes"]["measured"] >= by_key["dram_read_bytes"]["predicted"]
+    for r in rows:
+        assert r["why_en"] and r["why_zh"]
+
+
+def test_command_line_table_json_and_errors():
+    table = _cli("counters", "--level", "3")
+    assert table.returncode == 0 and "load=strided" in table.stdout and "recorded on NVIDIA H200" in table.stdout
+    rows = json.loads(_cli("counters", "--json").stdout)
+    assert {"level", "params", "metrics", "provenance"} <= set(rows[0])
+    assert {r["level"] for r in rows} == {lv.id for lv in levels()} | {"cublas"}
+    for args in (("counters", "--level", "bogus"), ("counters", "--record")):
+        bad = _cli(*args)
+        assert bad.returncode != 0 and "Traceback" not in bad.stderr and bad.stderr.strip()
