@@ -71,6 +71,11 @@ CUDA_HEADERS: tuple[str, ...] = (
     "cuda.h", "vector_types.h",
 )
 
+# The race detector (on by default): the kernel is compiled with -fsanitize=thread, whose calls before
+# every load and store go to hooks in the compat header (ThreadSanitizer's own runtime is never linked),
+# and with debug lines, so that a race names the source lines of both accesses.
+RACE_FLAGS: tuple[str, ...] = ("-fsanitize=thread", "-g", "-DGC_CPU_RACE_CHECK")
+
 TIMEOUT_ENV = "GEMM_COURSE_CPU_TIMEOUT"
 DEFAULT_TIMEOUT_S = 10.0
 CACHE_ENV = "GEMM_COURSE_CPU_CACHE"
@@ -104,6 +109,10 @@ class KernelCrashError(CpuBackendError):
 
 class KernelMemoryError(KernelCrashError):
     """Out-of-bounds access, misaligned access, stack overflow."""
+
+
+class KernelRaceError(CpuBackendError):
+    """Two threads of a block touched one shared-memory word between two barriers, one of them writing."""
 
 
 class UnsupportedLevelError(CpuBackendError, NotImplementedError):
@@ -232,16 +241,19 @@ _stacks: dict[int, int] = {}      # fiber stack pools by slot size, see gc_stack
 _loaded: dict[str, "CpuKernel"] = {}
 
 
-def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu") -> "CpuKernel":
+def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu", race_check: bool = True) -> "CpuKernel":
     """The kernel `kernel` (a C++ name expression, e.g. "gemm_naive_cols<32, 8>") of `source`,
     compiled for the CPU and loaded. Cached in this process and on disk (cache_dir()) per
-    (source text, kernel, compiler, flags, headers under kernels/)."""
+    (source text, kernel, compiler, flags, headers under kernels/). race_check: build with the
+    shared-memory race detector (a launch then raises KernelRaceError for a race)."""
     if sys.platform == "win32":
         raise CpuBackendError("the CPU backend needs Linux or macOS (it uses ucontext and POSIX signals); "
                               "on Windows, run the course in WSL, or on a GPU")
     cmd = tuple(find_compiler())
     cache = cache_dir()
     flags = _flags(cmd, cache)
+    if race_check:
+        flags = (*flags, *RACE_FLAGS)
     tu = translation_unit(source, kernel, source_name)
     key = hashlib.sha256("\0".join(
         [_compiler_identity(cmd), " ".join(flags), LINKER_SCRIPT, _kernel_dir_headers(), tu]).encode()).hexdigest()[:32]
@@ -251,7 +263,7 @@ def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu") -> 
         path = cache / f"{key}.so"
         if not path.exists():
             _build(cmd, flags, tu, kernel, path)
-        compiled = CpuKernel(path, kernel)
+        compiled = CpuKernel(path, kernel, source_name)
         _loaded[key] = compiled
         return compiled
 
@@ -266,7 +278,16 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
         cpp = Path(tmp) / "kernel.cpp"
         cpp.write_text(tu, encoding="utf-8")
         out = Path(tmp) / "kernel.so"
-        result = _run_compiler([*cmd, *flags, f"-I{include}", f"-I{KERNEL_DIR}", str(cpp), "-o", str(out)])
+        if "-fsanitize=thread" in flags:
+            # Two steps: instrument while compiling, but link without the flag, which would pull in
+            # ThreadSanitizer's runtime; the compat header defines the hooks the instrumentation calls.
+            obj = Path(tmp) / "kernel.o"
+            result = _run_compiler([*cmd, *flags, "-c", f"-I{include}", f"-I{KERNEL_DIR}", str(cpp), "-o", str(obj)])
+            if result.returncode == 0:
+                link = [f for f in flags if f not in RACE_FLAGS]
+                result = _run_compiler([*cmd, *link, str(obj), "-o", str(out)])
+        else:
+            result = _run_compiler([*cmd, *flags, f"-I{include}", f"-I{KERNEL_DIR}", str(cpp), "-o", str(out)])
         if result.returncode != 0:
             log = (result.stderr + result.stdout).replace(str(cpp), "kernel.cpp")
             hint = ""
@@ -289,10 +310,14 @@ class _LaunchConfig(ctypes.Structure):
 class _ErrorInfo(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("signal", ctypes.c_int), ("address", ctypes.c_ulonglong),
                 ("block", ctypes.c_int * 3), ("thread", ctypes.c_int * 3), ("line", ctypes.c_int),
-                ("message", ctypes.c_char * 1024)]
+                ("message", ctypes.c_char * 1024), ("other_thread", ctypes.c_int * 3),
+                ("code_offset", ctypes.c_ulonglong * 2), ("shared_offset", ctypes.c_ulonglong),
+                ("race_kind", ctypes.c_int)]
 
 
-_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG = range(7)
+_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE = range(8)
+_RACE_KINDS = ("wrote", "read", "wrote")  # what the later access did (write-write, read-after-write, write-after-read)
+_EARLIER_KINDS = ("wrote", "wrote", "read")
 
 _SCALARS: dict[str, tuple[Any, str]] = {  # C++ parameter type -> (ctypes type, numpy dtype)
     "float": (ctypes.c_float, "float32"), "double": (ctypes.c_double, "float64"),
@@ -366,9 +391,10 @@ class _Guarded:
 class CpuKernel:
     """One compiled kernel instantiation, ready to launch on NumPy arrays."""
 
-    def __init__(self, path: Path, kernel: str):
+    def __init__(self, path: Path, kernel: str, source_name: str = "kernel.cu"):
         self.path = path
         self.kernel = kernel
+        self.source_name = source_name
         self._lib = lib = ctypes.CDLL(str(path))
         lib.gc_signature.restype = ctypes.c_char_p
         lib.gc_launch.restype = ctypes.c_int
@@ -476,6 +502,8 @@ class CpuKernel:
 
     def _error(self, code: int, err: _ErrorInfo, guarded: list[_Guarded]) -> CpuBackendError:
         message = err.message.decode(errors="replace")
+        if code == _RACE:
+            return self._race(err)
         if code in (_BARRIER_PARTIAL, _BARRIER_DIVERGENT):
             return KernelBarrierError(f"{self.kernel}: {message}")
         if code == _TIMEOUT:
@@ -512,15 +540,44 @@ class CpuKernel:
         return CpuBackendError(f"{self.kernel}: {message}")
 
 
+    def source_line(self, offset: int) -> str:
+        """'file:line' of a code offset in the library (addr2line), the kernel's own file preferred
+        over the headers it inlines from; '?' when that cannot be found."""
+        tool = shutil.which("addr2line") or shutil.which("llvm-addr2line")
+        if not offset or not tool:
+            return "?"
+        try:
+            out = subprocess.run([tool, "-i", "-e", str(self.path), hex(offset)], capture_output=True, text=True,
+                                 timeout=30).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            return "?"
+        places = [Path(p.split(" ")[0]).name for p in out if ":" in p and not p.startswith("??")]
+        places = [p.split(" (")[0] for p in places]
+        mine = [p for p in places if p.startswith(self.source_name + ":")]
+        return (mine or places or ["?"])[0]
+
+    def _race(self, err: _ErrorInfo) -> "KernelRaceError":
+        kind = err.race_kind
+        later, earlier = (tuple(err.thread), tuple(err.other_thread))
+        fmt = lambda t: f"({t[0]},{t[1]},{t[2]})"  # noqa: E731
+        return KernelRaceError(
+            f"{self.kernel}: shared-memory race in block {fmt(err.block)}: thread {fmt(earlier)} "
+            f"{_EARLIER_KINDS[kind]} a shared word (byte {err.shared_offset} of shared memory) at "
+            f"{self.source_line(err.code_offset[1])}, and thread {fmt(later)} {_RACE_KINDS[kind]} it at "
+            f"{self.source_line(err.code_offset[0])} with no __syncthreads() between them. On a GPU the "
+            "result depends on which thread runs first: put a __syncthreads() between the write and the "
+            "other thread's access (or give each thread its own word).")
+
+
 def launch_kernel(source: str, kernel: str, launch: Launch, args: Sequence[Any], *,
                   source_name: str = "kernel.cu", names: Optional[Sequence[str]] = None,
-                  timeout_s: Optional[float] = None) -> None:
+                  timeout_s: Optional[float] = None, race_check: bool = True) -> None:
     """Compile (cached) and run one kernel of a CUDA C source on the CPU with an explicit Launch.
 
     The lower-level door, for kernels outside the registry: e.g.
     launch_kernel(src, "tiled<16>", Launch((4, 4, 1), (16, 16, 1)), [A, B, C, M, N, K]).
     """
-    compile_kernel(source, kernel, source_name).launch(launch, args, names=names, timeout_s=timeout_s)
+    compile_kernel(source, kernel, source_name, race_check).launch(launch, args, names=names, timeout_s=timeout_s)
 
 
 # --- levels --------------------------------------------------------------------------------------
@@ -536,7 +593,7 @@ def require_simt(lv: Level) -> None:
 
 def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
               source: Optional[str] = None, *, extra_args: Sequence[Any] = (),
-              timeout_s: Optional[float] = None, launch: Optional[Launch] = None) -> None:
+              timeout_s: Optional[float] = None, launch: Optional[Launch] = None, race_check: bool = True) -> None:
     """C = A @ B with a level's kernel on the CPU; operands already validated (see launch.gemm).
 
     params: what kernel_name() and geometry() take. The kernel gets (A, B, C, M, N, K, *extra_args)
@@ -546,7 +603,7 @@ def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C
     require_simt(lv)
     (M, K), N = A.shape[-2:], B.shape[-1]
     text = source if source is not None else lv.path.read_text(encoding="utf-8")
-    kernel = compile_kernel(text, lv.kernel_name(params), lv.source)
+    kernel = compile_kernel(text, lv.kernel_name(params), lv.source, race_check)
     names = ["A", "B", "C", "M", "N", "K"] + [f"argument {6 + i}" for i in range(len(extra_args))]
     if lv.epilogue and len(extra_args) == 3:
         names[6:] = ["bias", "alpha", "beta"]

@@ -154,7 +154,7 @@ def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, 
 
 
 def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = None,
-         source: Optional[str] = None, backend: str = "auto", **params: Any) -> Any:
+         source: Optional[str] = None, backend: str = "auto", race_check: bool = True, **params: Any) -> Any:
     """C = A @ B with a level's kernel. Returns C (a new array or out).
 
     backend="cuda": A, B are row-major CuPy arrays and the kernel runs on the GPU.
@@ -167,12 +167,15 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     An epilogue level (06) also takes bias=<vector of N values> (or bias=False), alpha and beta:
     C = act(alpha·A·B + bias) + beta·C, the last term with accumulate=True.
     source replaces the level's CUDA file with your own edited copy (same kernel names).
+    race_check (CPU backend): report two threads touching one shared-memory word between two
+    barriers, one of them writing, as cpu_backend.KernelRaceError (naming both lines); False
+    skips the check (faster).
     """
     lv = get_level(level)
     params, epilogue = _split_epilogue(lv, params)
     resolved = lv.resolve(**params)
     if resolve_backend(backend) == "cpu":
-        return _gemm_cpu(lv, resolved, A, B, out, source, epilogue)
+        return _gemm_cpu(lv, resolved, A, B, out, source, epilogue, race_check)
     device.require_gpu(f"running level {lv.id}")
     import cupy
 
@@ -213,7 +216,7 @@ def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
 
 
 def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, source: Optional[str],
-              epilogue: Optional[Epilogue]) -> Any:
+              epilogue: Optional[Epilogue], race_check: bool = True) -> Any:
     from . import cpu_backend
 
     cpu_backend.require_simt(lv)
@@ -227,5 +230,5 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
     C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=lv.out_dtype or A.dtype)
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
     cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra,
-                          launch=launch)
+                          launch=launch, race_check=race_check)
     return C

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import re
 import time
 
 import numpy as np
@@ -209,11 +210,30 @@ def test_a_removed_barrier_gives_a_wrong_result_every_time(barrier, tile):
     # until its next barrier. Without BARRIER 1, thread 0 computes before the others have loaded
     # their elements (it reads the NaN that fills shared memory when a block starts); without
     # BARRIER 2, thread 0 overwrites the tiles with the next ones before the others used them.
+    # (With the race detector off: this is the schedule's own guarantee.)
     broken = TILED.replace(f"__syncthreads();  // {barrier}", f"// {barrier} removed")
     assert broken != TILED
     for M, N, K in ((33, 65, 17), (70, 40, 100)):
-        err = run_tiled(broken, tile, M, N, K)
+        err = run_tiled(broken, tile, M, N, K, race_check=False)
         assert not err <= gc.tolerance("float32", K), f"missing {barrier} went unnoticed ({err})"
+
+
+@pytest.mark.parametrize("barrier", ["BARRIER 1", "BARRIER 2"])
+def test_the_race_detector_names_both_threads_and_both_lines(barrier):
+    broken = TILED.replace(f"__syncthreads();  // {barrier}", f"// {barrier} removed")
+    lines = {n + 1 for n, line in enumerate(TILED.splitlines()) if "As[ty][tx] =" in line or "As[ty][k]" in line}
+    with pytest.raises(cb.KernelRaceError) as caught:
+        run_tiled(broken, 16, 33, 65, 17)
+    message = str(caught.value)
+    assert "shared-memory race in block (0,0,0): thread (0,0,0)" in message and "thread (1,0,0)" in message
+    named = {int(n) for n in re.findall(r"kernel\.cu:(\d+)", message)}
+    assert len(named) == 2 and named <= lines | {n + 1 for n, line in enumerate(TILED.splitlines()) if "Bs[" in line}
+
+
+def test_the_race_detector_is_silent_without_a_race_and_can_be_turned_off():
+    assert run_tiled(TILED, 16, 33, 65, 17) <= gc.tolerance("float32", 17)  # on by default, no report
+    broken = TILED.replace("__syncthreads();  // BARRIER 1", "// BARRIER 1 removed")
+    assert not run_tiled(broken, 16, 33, 65, 17, race_check=False) <= gc.tolerance("float32", 17)  # NaN too
 
 
 def test_barrier_that_not_all_threads_reach_raises_at_once():

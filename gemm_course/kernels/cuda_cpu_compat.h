@@ -215,6 +215,7 @@ enum ErrorCode : int {
     FAULT = 4,              // a signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL) inside the kernel
     STACK_OVERFLOW = 5,     // a thread overflowed its stack
     BAD_CONFIG = 6,
+    RACE = 7,               // two threads touched one shared word between two barriers, one writing
 };
 
 struct ErrorInfo {
@@ -225,6 +226,11 @@ struct ErrorInfo {
     int thread[3];
     int line;
     char message[1024];
+    // RACE: the other thread, and where each access is in the library (offsets for addr2line)
+    int other_thread[3];
+    unsigned long long code_offset[2];  // [0]: this thread's access, [1]: the other thread's
+    unsigned long long shared_offset;   // byte offset of the word in shared memory
+    int race_kind;                      // 0: write after write, 1: read after write, 2: write after read
 };
 
 constexpr int kMaxThreads = 1024;
@@ -259,6 +265,7 @@ struct Runtime {
     char* dynamic_shared = nullptr;
     size_t dynamic_shared_capacity = 0, dynamic_shared_bytes = 0;
     volatile long long progress = 0;  // bumped at every switch; the watchdog watches it
+    unsigned interval = 0;            // barrier intervals so far (the race detector's clock)
     // fault capture
     sigjmp_buf escape;
     volatile sig_atomic_t armed = 0;
@@ -295,6 +302,103 @@ inline void poison_shared_memory() {
 }
 
 inline void* dynamic_shared_memory() { return rt.dynamic_shared; }
+
+
+// ---- shared-memory race detector ----------------------------------------------------------------
+// Compiled with -fsanitize=thread (and GC_CPU_RACE_CHECK), the compiler calls __tsan_readN /
+// __tsan_writeN before every load and store of the kernel; these hooks (not ThreadSanitizer's
+// runtime, which is never linked) keep, for each 4-byte word of shared memory, who wrote it and who
+// read it in the current barrier interval. A write by one thread and a read or write of the same
+// word by another thread with no __syncthreads() between them is a race: on a GPU its result
+// depends on timing. The first one found is reported with both threads and both source lines.
+struct ShadowWord {
+    unsigned interval;        // the interval the entry below belongs to (stale otherwise)
+    int writer, reader;       // linear thread index, -1 none; reader: the first other reader
+    uintptr_t writer_pc, reader_pc;
+};
+
+struct RaceState {
+    ShadowWord* words = nullptr;
+    size_t capacity = 0;
+    bool found = false;
+    int thread[2];            // [0] the access that completed the race, [1] the earlier one
+    uintptr_t pc[2];
+    uintptr_t offset;
+    int kind;
+};
+inline RaceState race;
+
+inline bool race_found() { return race.found; }
+
+#ifdef GC_CPU_RACE_CHECK
+inline size_t static_shared_bytes() {
+#ifdef GC_CPU_POISON_SHARED
+    return (size_t)(gc_shared_end - gc_shared_begin);
+#else
+    return 0;
+#endif
+}
+
+// The shadow word for a shared-memory address, or nullptr when the address is not shared memory.
+__attribute__((no_sanitize_thread)) inline ShadowWord* shadow_of(uintptr_t a, uintptr_t* offset) {
+    size_t index;
+    const size_t fixed = static_shared_bytes();
+#ifdef GC_CPU_POISON_SHARED
+    const uintptr_t s0 = (uintptr_t)gc_shared_begin;
+    if (a >= s0 && a < s0 + fixed) {
+        index = (a - s0) / 4;
+        *offset = a - s0;
+    } else
+#endif
+    if (rt.dynamic_shared_bytes && a >= (uintptr_t)rt.dynamic_shared && a < (uintptr_t)rt.dynamic_shared + rt.dynamic_shared_bytes) {
+        index = (fixed + 3) / 4 + (a - (uintptr_t)rt.dynamic_shared) / 4;
+        *offset = (fixed + 3) / 4 * 4 + (a - (uintptr_t)rt.dynamic_shared);
+    } else {
+        return nullptr;
+    }
+    const size_t need = (fixed + 3) / 4 + (rt.dynamic_shared_bytes + 3) / 4;
+    if (need > race.capacity) {
+        std::free(race.words);
+        race.words = static_cast<ShadowWord*>(std::calloc(need, sizeof(ShadowWord)));
+        race.capacity = race.words ? need : 0;
+        if (!race.words) return nullptr;
+    }
+    return &race.words[index];
+}
+
+__attribute__((no_sanitize_thread)) inline void note_race(int earlier, uintptr_t earlier_pc, uintptr_t pc,
+                                                         uintptr_t offset, int kind) {
+    if (race.found) return;
+    race.found = true;
+    race.thread[0] = rt.current;
+    race.thread[1] = earlier;
+    race.pc[0] = pc;
+    race.pc[1] = earlier_pc;
+    race.offset = offset;
+    race.kind = kind;
+}
+
+__attribute__((no_sanitize_thread)) inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc) {
+    const int t = rt.current;
+    if (t < 0 || race.found) return;  // the runtime itself (poisoning, scheduling), or already reported
+    const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3;
+    for (uintptr_t a = first; a < (uintptr_t)p + size; a += 4) {
+        uintptr_t offset;
+        ShadowWord* w = shadow_of(a, &offset);
+        if (!w) return;
+        if (w->interval != rt.interval) *w = ShadowWord{rt.interval, -1, -1, 0, 0};
+        if (write) {
+            if (w->writer >= 0 && w->writer != t) return note_race(w->writer, w->writer_pc, pc, offset, 0);
+            if (w->reader >= 0 && w->reader != t) return note_race(w->reader, w->reader_pc, pc, offset, 2);
+            w->writer = t;
+            w->writer_pc = pc;
+        } else {
+            if (w->writer >= 0 && w->writer != t) return note_race(w->writer, w->writer_pc, pc, offset, 1);
+            if (w->reader < 0) { w->reader = t; w->reader_pc = pc; }
+        }
+    }
+}
+#endif
 
 // ---- fibers and the barrier ---------------------------------------------------------------------
 
@@ -398,6 +502,7 @@ inline void set_where(ErrorInfo* err, int t) {
 inline int run_block(ErrorInfo* err) {
     const int T = rt.threads;
     poison_shared_memory();
+    ++rt.interval;  // a new block: nothing of the last one races with this one
     for (int t = 0; t < T; ++t) rt.fibers[t].state = FRESH;
     for (;;) {
         // One round: every live thread runs until its next barrier or its end, in index order.
@@ -454,6 +559,8 @@ inline int run_block(ErrorInfo* err) {
             return BARRIER_DIVERGENT;
         }
         for (int t = 0; t < T; ++t) rt.fibers[t].state = RUNNING;  // all arrived: release them
+        ++rt.interval;  // accesses before the barrier are ordered before those after it
+        if (race_found()) return RACE;  // stop at the first barrier after a race (reported by gc_launch)
     }
 }
 
@@ -548,6 +655,25 @@ inline void restore_handlers(const stack_t* previous_stack) {
     sigaltstack(previous_stack, nullptr);
 }
 
+#include <dlfcn.h>
+
+// Fill err for the race found: threads, source offsets (Python turns them into lines).
+inline void report_race(ErrorInfo* err) {
+    err->code = RACE;
+    err->race_kind = race.kind;
+    err->shared_offset = race.offset;
+    const uint3 a = rt.fibers[race.thread[0]].index, b = rt.fibers[race.thread[1]].index;
+    err->block[0] = (int)blockIdx.x; err->block[1] = (int)blockIdx.y; err->block[2] = (int)blockIdx.z;
+    err->thread[0] = (int)a.x; err->thread[1] = (int)a.y; err->thread[2] = (int)a.z;
+    err->other_thread[0] = (int)b.x; err->other_thread[1] = (int)b.y; err->other_thread[2] = (int)b.z;
+    for (int i = 0; i < 2; ++i) {
+        Dl_info info;
+        const uintptr_t pc = race.pc[i] ? race.pc[i] - 1 : 0;  // the call's address, not the return address
+        err->code_offset[i] = pc && dladdr((void*)pc, &info) ? pc - (uintptr_t)info.dli_fbase : 0;
+    }
+    std::snprintf(err->message, sizeof err->message, "shared-memory race");
+}
+
 // ---- the launch ---------------------------------------------------------------------------------
 
 inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err) {
@@ -575,6 +701,7 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     rt.closure = closure;
     rt.runner = pthread_self();
     rt.escape_code = OK;
+    race.found = false;
     blockDim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
     gridDim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
     for (int t = 0; t < rt.threads; ++t)
@@ -595,6 +722,7 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                 for (unsigned x = 0; x < gridDim.x && code == OK; ++x) {
                     blockIdx = uint3{x, y, z};
                     code = run_block(err);
+                    if (code == OK && race_found()) code = RACE;
                     if (code != OK) break;
                 }
         rt.armed = 0;
@@ -627,6 +755,7 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                           "address 0x%llx", i.x, i.y, i.z, b.x, b.y, b.z, (int)rt.fault_signal,
                           (unsigned long long)a);
     }
+    if (code == RACE) report_race(err);
     rt.current = -1;
     if (watched) {
         pthread_mutex_lock(&watchdog.mutex);
@@ -729,3 +858,36 @@ GC_CPU_EXPORT void* gc_stack_pool() {
         ::gc_cpu::Kernel<decltype(&__VA_ARGS__)> kernel{&__VA_ARGS__, args};                       \
         return ::gc_cpu::run_grid(cfg, &decltype(kernel)::run, &kernel, err);                      \
     }
+
+
+// The instrumentation's entry points (see "shared-memory race detector"): every load and store of a
+// library built with -fsanitize=thread calls one of these; only shared-memory words are tracked.
+#ifdef GC_CPU_RACE_CHECK
+#define GC_NS extern "C" __attribute__((visibility("hidden"), no_sanitize_thread))
+#define GC_RACE_HOOKS(N)                                                                                   \
+    GC_NS void __tsan_read##N(void* p) { gc_cpu::shared_access(p, N, false, (uintptr_t)__builtin_return_address(0)); } \
+    GC_NS void __tsan_write##N(void* p) { gc_cpu::shared_access(p, N, true, (uintptr_t)__builtin_return_address(0)); } \
+    GC_NS void __tsan_unaligned_read##N(void* p) { gc_cpu::shared_access(p, N, false, (uintptr_t)__builtin_return_address(0)); } \
+    GC_NS void __tsan_unaligned_write##N(void* p) { gc_cpu::shared_access(p, N, true, (uintptr_t)__builtin_return_address(0)); }
+GC_RACE_HOOKS(1) GC_RACE_HOOKS(2) GC_RACE_HOOKS(4) GC_RACE_HOOKS(8) GC_RACE_HOOKS(16)
+GC_NS void __tsan_read_range(void* p, unsigned long n) { gc_cpu::shared_access(p, n, false, (uintptr_t)__builtin_return_address(0)); }
+GC_NS void __tsan_write_range(void* p, unsigned long n) { gc_cpu::shared_access(p, n, true, (uintptr_t)__builtin_return_address(0)); }
+GC_NS void __tsan_init() {}
+GC_NS void __tsan_func_entry(void*) {}
+GC_NS void __tsan_func_exit() {}
+GC_NS void __tsan_ignore_thread_begin() {}
+GC_NS void __tsan_ignore_thread_end() {}
+GC_NS void __tsan_vptr_update(void**, void*) {}
+GC_NS void __tsan_vptr_read(void**) {}
+// Atomic operations of the runtime (the watchdog's progress counter): done, not tracked.
+GC_NS long long __tsan_atomic64_load(const volatile long long* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); }
+GC_NS void __tsan_atomic64_store(volatile long long* a, long long v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); }
+GC_NS long long __tsan_atomic64_fetch_add(volatile long long* a, long long v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+GC_NS int __tsan_atomic32_load(const volatile int* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); }
+GC_NS void __tsan_atomic32_store(volatile int* a, int v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); }
+GC_NS int __tsan_atomic32_fetch_add(volatile int* a, int v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+GC_NS void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+GC_NS void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+#undef GC_RACE_HOOKS
+#undef GC_NS
+#endif
