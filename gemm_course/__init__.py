@@ -22,7 +22,8 @@ from .launch import gemm
 from .levels import Launch, Level, Param, get_level, levels
 
 # Submodules that pull in plotly or ipywidgets load on first use, so `import gemm_course` stays light.
-_LAZY = {"autotune", "cpu_backend", "diagrams", "models", "notebook", "plots", "results", "sass", "widgets"}
+_LAZY = {"autotune", "counters", "cpu_backend", "diagrams", "exercises", "models", "notebook", "plots", "predictions",
+         "results", "sass", "warp_access", "widgets"}
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,7 @@
   peak     measured instruction ceilings: FFMA, mma.sync, and Level 10's warp tile without its copies
   experiments  settings that separate two causes (Level 3, 8), Level 6 against a one-kernel epilogue
   counters hardware counters read with Nsight Compute: the recorded table, or --record on a GPU
+  exercises  the exercises of every level;  grade  grade your kernel for one (CPU, no GPU needed)
   levels   the registry
 """
 from __future__ import annotations
@@ -26,7 +27,10 @@ DEFAULT_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def _value(text: str) -> Any:
-    return int(text) if text.lstrip("-").isdigit() else text
+    """A parameter value as typed: an integer, True/False, or the text itself (e.g. a mode name)."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def parse_config(text: str) -> tuple[str, dict[str, Any]]:
@@ -42,8 +46,12 @@ def parse_config(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def parse_size(text: str) -> int | tuple[int, int, int]:
-    parts = [int(p) for p in text.lower().split("x")]
-    return parts[0] if len(parts) == 1 else tuple(parts)  # type: ignore[return-value]
+    """'4096' → 4096 (a cube), '4096x4096x1024' → (M, N, K)."""
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 3) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"bad size {text!r}: write n (for n×n×n) or MxNxK with positive integers, e.g. 4096x4096x1024")
+    numbers = [int(p) for p in parts]
+    return numbers[0] if len(numbers) == 1 else tuple(numbers)  # type: ignore[return-value]
 
 
 def _selected(names: Optional[list[str]]):
@@ -120,20 +128,37 @@ def cmd_sass(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    from .check import ODD_SHAPES, check
+    from . import device
+    from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 
     failures = 0
+    gpu = device.gpu_available()
+    cc = device.compute_capability() if gpu else 0
     for lv in _selected(args.levels):
+        if not gpu and lv.uses_tensor_cores:
+            print(f"{lv.id}: skipped, its Tensor Core instructions need a GPU (the CPU backend runs Levels 1-8)")
+            continue
         settings = [lv.resolve(**s) for s in (*lv.showcase, *lv.experiments)]
         if args.all_settings:
             settings += [s for s in lv.valid_settings() if s not in settings]
+        if gpu:
+            skipped = [s for s in settings if not lv.setting_runs_on(cc, s)]
+            settings = [s for s in settings if lv.setting_runs_on(cc, s)]
+            if skipped:
+                print(f"{lv.id}: {len(skipped)} settings skipped, they need a newer GPU than sm_{cc}")
+        shapes = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if gpu else ODD_SHAPES[:4]  # the CPU backend runs thread by thread: small shapes
+        checked = 0
         for params in settings:
-            for M, N, K in ODD_SHAPES:
+            for M, N, K in shapes:
+                if lv.shape_rules(M, N, K, params):  # a precondition of the kernel (e.g. K % 8 == 0)
+                    continue
                 result = check(lv, M, N, K, **params)
+                checked += 1
                 failures += not result.passed
                 if not result.passed or args.verbose:
                     print(result)
-        print(f"{lv.id}: {len(settings)} settings × {len(ODD_SHAPES)} shapes checked")
+        print(f"{lv.id}: {len(settings)} settings, {checked} checks on odd shapes"
+              + ("" if gpu else " (CPU backend, no GPU here)"))
     print(f"{failures} failed")
     if failures:
         sys.exit(1)
@@ -142,7 +167,7 @@ def cmd_check(args: argparse.Namespace) -> None:
 def cmd_summary(args: argparse.Namespace) -> None:
     from .results import summary
 
-    rows = summary(args.level)
+    rows = summary(get_level(args.level).id if args.level else None)
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return
@@ -236,6 +261,44 @@ def cmd_counters(args: argparse.Namespace) -> None:
     print(f"\nrecorded on {p['gpu']}, {p['date'][:10]}, {p['ncu']}; `{p['command']}`")
 
 
+def cmd_exercises(args: argparse.Namespace) -> None:
+    from .exercises import exercises
+
+    rows = [e.as_row() for e in exercises(args.level)]
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        return
+    for r in rows:
+        print(f"{r['id']:<28} {r['level']:<22} {r['kind']:<7} {r['title_en']} · {r['title_zh']}")
+
+
+def cmd_grade(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .exercises import get_exercise, grade
+
+    try:
+        exercise = get_exercise(args.exercise)
+    except ValueError as err:
+        print(f"python -m gemm_course grade: {err}", file=sys.stderr)
+        sys.exit(2)
+    chosen = [bool(args.file), args.solution, args.starter]
+    if sum(chosen) != 1:
+        print("python -m gemm_course grade: give exactly one of FILE.cu, --solution, --starter", file=sys.stderr)
+        sys.exit(2)
+    if args.file:
+        path = Path(args.file)
+        if not path.is_file():
+            print(f"python -m gemm_course grade: {args.file}: no such file", file=sys.stderr)
+            sys.exit(2)
+        source = path.read_text(encoding="utf-8", errors="replace")
+    else:
+        source = exercise.solution if args.solution else exercise.starter
+    verdict = grade(exercise.id, source)
+    print(verdict)
+    sys.exit(0 if verdict.passed else 1)
+
+
 def cmd_multigpu(args: argparse.Namespace) -> None:
     from .multigpu import bench_multigpu
 
@@ -316,6 +379,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--levels", nargs="*", help="with --record: level ids (default: all)")
     p.add_argument("--size", type=int, default=4096, help="with --record: problem size n for n³ (default 4096)")
     p.set_defaults(func=cmd_counters)
+
+    p = sub.add_parser("exercises", help="list the exercises (no GPU needed)")
+    p.add_argument("--level", help="one level, e.g. 2 or 02_smem_tiling")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_exercises)
+
+    p = sub.add_parser("grade", help="grade your kernel for an exercise (exit 0 pass, 1 fail, 2 usage)")
+    p.add_argument("exercise", help="exercise id, e.g. 02_missing_barrier")
+    p.add_argument("file", nargs="?", help="your kernel file (.cu)")
+    p.add_argument("--solution", action="store_true", help="grade the reference solution")
+    p.add_argument("--starter", action="store_true", help="grade the starter kernel")
+    p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)

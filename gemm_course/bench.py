@@ -373,6 +373,7 @@ def bench_batched(cases: Sequence[tuple[int, int]] = BATCHED_CASES, configs: Seq
 
     from .check import random_operands
 
+    device.require_gpu("timing batched GEMM")
     if os.environ.get("CUPY_TF32", "0") != "0":
         raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32 and not be an fp32 baseline; unset it")
     rows = []

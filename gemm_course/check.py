@@ -80,8 +80,13 @@ def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Option
     dtype "bfloat16" gives uint16 arrays of bf16 bit patterns (see gemm_course.dtypes).
     batch > 0: a batch of that many products, A of shape batch × M × K and B batch × K × N.
     """
-    if xp is None:
-        import cupy as xp
+    if xp is None:  # CuPy arrays on a GPU, NumPy arrays (for the CPU backend) without one
+        from . import device
+
+        if device.gpu_available():
+            import cupy as xp
+        else:
+            xp = np
     rng = xp.random.default_rng(seed)
     lead = (batch,) if batch else ()
     A = cast(2.0 * rng.random(lead + (M, K)) - 1.0, dtype)

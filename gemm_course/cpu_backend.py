@@ -74,7 +74,11 @@ CUDA_HEADERS: tuple[str, ...] = (
 # The race detector (on by default): the kernel is compiled with -fsanitize=thread, whose calls before
 # every load and store go to hooks in the compat header (ThreadSanitizer's own runtime is never linked),
 # and with debug lines, so that a race names the source lines of both accesses.
-RACE_FLAGS: tuple[str, ...] = ("-fsanitize=thread", "-g", "-DGC_CPU_RACE_CHECK")
+RACE_FLAGS: tuple[str, ...] = ("-fsanitize=thread", "-g", "-gdwarf-4", "-DGC_CPU_RACE_CHECK")
+
+# The most multiply-adds (batch·M·N·K) one CPU launch may do: about 512³, a few seconds thread by thread.
+MAX_WORK_ENV = "GEMM_COURSE_CPU_MAX_WORK"
+DEFAULT_MAX_WORK = 1 << 27
 
 TIMEOUT_ENV = "GEMM_COURSE_CPU_TIMEOUT"
 DEFAULT_TIMEOUT_S = 10.0
@@ -112,7 +116,16 @@ class KernelMemoryError(KernelCrashError):
 
 
 class KernelRaceError(CpuBackendError):
-    """Two threads of a block touched one shared-memory word between two barriers, one of them writing."""
+    """Two threads of a block touched one shared-memory word between two barriers, one of them writing.
+
+    Attributes: block, threads (earlier, later: (x, y, z) each), lines (earlier, later: "file:line"),
+    actions (earlier, later: "wrote" or "read"), shared_offset (the word's byte offset)."""
+
+    def __init__(self, message: str, block: tuple = (), threads: tuple = (), lines: tuple = (),
+                 actions: tuple = (), shared_offset: int = 0):
+        super().__init__(message)
+        self.block, self.threads, self.lines, self.actions = block, threads, lines, actions
+        self.shared_offset = shared_offset
 
 
 class UnsupportedLevelError(CpuBackendError, NotImplementedError):
@@ -263,7 +276,7 @@ def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu", rac
         path = cache / f"{key}.so"
         if not path.exists():
             _build(cmd, flags, tu, kernel, path)
-        compiled = CpuKernel(path, kernel, source_name)
+        compiled = CpuKernel(path, kernel, source_name, race_check)
         _loaded[key] = compiled
         return compiled
 
@@ -304,7 +317,13 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
 class _LaunchConfig(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_int * 3), ("block", ctypes.c_int * 3),
                 ("dynamic_shared_bytes", ctypes.c_longlong), ("timeout_s", ctypes.c_double),
-                ("stacks", ctypes.c_void_p)]
+                ("stacks", ctypes.c_void_p), ("profile", ctypes.c_void_p), ("profile_capacity", ctypes.c_longlong)]
+
+
+# One memory access of the first block (AccessRecord in the header).
+ACCESS_RECORD = np.dtype([("interval", np.uint32), ("thread", np.uint16), ("size", np.uint8), ("flags", np.uint8),
+                          ("pc", np.uint64), ("address", np.uint64)])
+PROFILE_CAPACITY = 1 << 21  # accesses kept (the first block of a small problem needs far fewer)
 
 
 class _ErrorInfo(ctypes.Structure):
@@ -315,7 +334,7 @@ class _ErrorInfo(ctypes.Structure):
                 ("race_kind", ctypes.c_int)]
 
 
-_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE = range(8)
+_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE, _INTERRUPTED = range(9)
 _RACE_KINDS = ("wrote", "read", "wrote")  # what the later access did (write-write, read-after-write, write-after-read)
 _EARLIER_KINDS = ("wrote", "wrote", "read")
 
@@ -391,10 +410,11 @@ class _Guarded:
 class CpuKernel:
     """One compiled kernel instantiation, ready to launch on NumPy arrays."""
 
-    def __init__(self, path: Path, kernel: str, source_name: str = "kernel.cu"):
+    def __init__(self, path: Path, kernel: str, source_name: str = "kernel.cu", race_check: bool = False):
         self.path = path
         self.kernel = kernel
         self.source_name = source_name
+        self.race_check = race_check
         self._lib = lib = ctypes.CDLL(str(path))
         lib.gc_signature.restype = ctypes.c_char_p
         lib.gc_launch.restype = ctypes.c_int
@@ -407,6 +427,10 @@ class CpuKernel:
         lib.gc_page_size.restype = ctypes.c_size_t
         lib.gc_stack_pool.restype = ctypes.c_void_p
         lib.gc_stack_slot.restype = ctypes.c_size_t
+        lib.gc_profile_count.restype = ctypes.c_longlong
+        lib.gc_request_stop.restype = None
+        lib.gc_code_offset.restype = ctypes.c_ulonglong
+        lib.gc_code_offset.argtypes = [ctypes.c_ulonglong]
         self.parameters: tuple[str, ...] = tuple(lib.gc_signature().decode().split(","))
         """The kernel's C++ parameter types, e.g. ("const float*", "const float*", "float*", "int", ...)."""
 
@@ -414,13 +438,17 @@ class CpuKernel:
         return f"CpuKernel({self.kernel}({', '.join(self.parameters)}))"
 
     def launch(self, launch: Launch, args: Sequence[Any], *, names: Optional[Sequence[str]] = None,
-               timeout_s: Optional[float] = None) -> None:
+               timeout_s: Optional[float] = None, profile: bool = False) -> Optional["AccessLog"]:
         """Run the grid. args follow the kernel's parameters: NumPy arrays for pointers (copied
         into guarded buffers; arrays behind non-const pointers are copied back; None for a null
         pointer), Python or NumPy numbers for scalars. names label the arguments in error
         messages (default A, B, C, ...). timeout_s: how long one thread may run without reaching
         a barrier (default: default_timeout(); 0: no limit). Raises KernelBarrierError,
-        KernelTimeoutError, KernelCrashError or KernelMemoryError for a broken kernel."""
+        KernelTimeoutError, KernelCrashError, KernelMemoryError or KernelRaceError for a broken
+        kernel. profile (a race-check build only): return the first block's memory accesses as an
+        AccessLog (see gemm_course.warp_access, which turns them into sectors and bank wavefronts)."""
+        if profile and not self.race_check:
+            raise CpuBackendError("profile=True needs a kernel compiled with race_check=True (the instrumented build)")
         if len(args) != len(self.parameters):
             raise TypeError(f"{self.kernel} takes {len(self.parameters)} arguments "
                             f"({', '.join(self.parameters)}); got {len(args)}")
@@ -439,12 +467,22 @@ class CpuKernel:
             argv = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
             timeout = default_timeout() if timeout_s is None else timeout_s
             err = _ErrorInfo()
+            records = np.empty(PROFILE_CAPACITY if profile else 0, dtype=ACCESS_RECORD)
             with _launch_lock:
                 config = _LaunchConfig((ctypes.c_int * 3)(*launch.grid), (ctypes.c_int * 3)(*launch.block),
-                                       launch.dynamic_shared_bytes, timeout, self._stack_pool())
-                code = self._lib.gc_launch(ctypes.byref(config), argv, ctypes.byref(err))
+                                       launch.dynamic_shared_bytes, timeout, self._stack_pool(),
+                                       records.ctypes.data if profile else None, len(records))
+                code = self._run_interruptibly(config, argv, err)
+                count = self._lib.gc_profile_count() if profile else 0
+            if code == _INTERRUPTED:
+                raise KeyboardInterrupt(f"{self.kernel}: stopped on the CPU backend")
             if code != _OK:
                 raise self._error(code, err, guarded)
+            log = None
+            if profile:
+                log = AccessLog(self, records[:count].copy(), launch,
+                                {g.name: (g.address, g.nbytes, g.array.itemsize) for g in guarded},
+                                truncated=count >= len(records))
             for g in guarded:
                 offset = g.first_tail_write()
                 if offset is not None:
@@ -454,9 +492,36 @@ class CpuKernel:
             for g in guarded:
                 if g.writable:
                     g.copy_back()
+            return log
         finally:
             for g in guarded:
                 g.free()
+
+    def _run_interruptibly(self, config: "_LaunchConfig", argv: Any, err: "_ErrorInfo") -> int:
+        """gc_launch in a worker thread, so that Ctrl-C (which Python only sees between bytecodes of
+        the main thread) stops the kernel within a fraction of a second instead of after it ends."""
+        done: dict[str, int] = {}
+        finished = threading.Event()  # not Thread.join: a join interrupted by Ctrl-C can report a live thread as ended
+
+        def work() -> None:
+            try:
+                if hasattr(signal, "pthread_sigmask"):  # Ctrl-C goes to the main thread, never onto a fiber's stack
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                done["code"] = self._lib.gc_launch(ctypes.byref(config), argv, ctypes.byref(err))
+            finally:
+                finished.set()
+
+        threading.Thread(target=work, daemon=True).start()
+        interrupted = False
+        while not finished.is_set():
+            try:
+                finished.wait(0.05)
+            except KeyboardInterrupt:  # stop the kernel, then wait for it: its buffers are freed after
+                interrupted = True
+                self._lib.gc_request_stop()
+        if interrupted:
+            raise KeyboardInterrupt(f"{self.kernel}: stopped on the CPU backend")
+        return done["code"]
 
     def _stack_pool(self) -> int:
         """The process's fiber stacks (allocated once; every kernel's launches share them)."""
@@ -543,30 +608,61 @@ class CpuKernel:
     def source_line(self, offset: int) -> str:
         """'file:line' of a code offset in the library (addr2line), the kernel's own file preferred
         over the headers it inlines from; '?' when that cannot be found."""
+        return self.source_lines([offset])[offset]
+
+    def source_lines(self, offsets: Sequence[int]) -> dict[int, str]:
+        """source_line for many offsets with one addr2line call."""
         tool = shutil.which("addr2line") or shutil.which("llvm-addr2line")
-        if not offset or not tool:
-            return "?"
+        wanted = [o for o in dict.fromkeys(offsets) if o]
+        found = {o: "?" for o in offsets}
+        if not wanted or not tool:
+            return found
         try:
-            out = subprocess.run([tool, "-i", "-e", str(self.path), hex(offset)], capture_output=True, text=True,
-                                 timeout=30).stdout.split()
+            out = subprocess.run([tool, "-i", "-a", "-e", str(self.path), *map(hex, wanted)], capture_output=True,
+                                 text=True, timeout=60).stdout.splitlines()
         except (OSError, subprocess.SubprocessError):
-            return "?"
-        places = [Path(p.split(" ")[0]).name for p in out if ":" in p and not p.startswith("??")]
-        places = [p.split(" (")[0] for p in places]
-        mine = [p for p in places if p.startswith(self.source_name + ":")]
-        return (mine or places or ["?"])[0]
+            return found
+        current, places = None, {}
+        for line in out:  # "0x...": a new address; then one "file:line" per inlined frame
+            if line.startswith("0x"):
+                current = int(line, 16)
+                places[current] = []
+            elif current is not None and ":" in line and not line.startswith("??"):
+                places[current].append(Path(line.split(" (")[0]).name)
+        for o in wanted:
+            here = places.get(o, [])
+            mine = [p for p in here if p.startswith(self.source_name + ":")]
+            found[o] = (mine or here or ["?"])[0]
+        return found
+
+    def code_offset(self, pc: int) -> int:
+        """The library offset of a hook's return address (0 if unknown)."""
+        return int(self._lib.gc_code_offset(pc))
 
     def _race(self, err: _ErrorInfo) -> "KernelRaceError":
         kind = err.race_kind
         later, earlier = (tuple(err.thread), tuple(err.other_thread))
         fmt = lambda t: f"({t[0]},{t[1]},{t[2]})"  # noqa: E731
+        lines = self.source_lines([err.code_offset[1], err.code_offset[0]])
+        where = (lines[err.code_offset[1]], lines[err.code_offset[0]])
         return KernelRaceError(
             f"{self.kernel}: shared-memory race in block {fmt(err.block)}: thread {fmt(earlier)} "
             f"{_EARLIER_KINDS[kind]} a shared word (byte {err.shared_offset} of shared memory) at "
-            f"{self.source_line(err.code_offset[1])}, and thread {fmt(later)} {_RACE_KINDS[kind]} it at "
-            f"{self.source_line(err.code_offset[0])} with no __syncthreads() between them. On a GPU the "
+            f"{where[0]}, and thread {fmt(later)} {_RACE_KINDS[kind]} it at "
+            f"{where[1]} with no __syncthreads() between them. On a GPU the "
             "result depends on which thread runs first: put a __syncthreads() between the write and the "
-            "other thread's access (or give each thread its own word).")
+            "other thread's access (or give each thread its own word).",
+            block=tuple(err.block), threads=(earlier, later), lines=where,
+            actions=(_EARLIER_KINDS[kind], _RACE_KINDS[kind]), shared_offset=int(err.shared_offset))
+
+
+class AccessLog:
+    """The first block's memory accesses of one launch, as the instrumented build recorded them:
+    records (ACCESS_RECORD), the launch, and the array arguments (name → address, bytes, itemsize)."""
+
+    def __init__(self, kernel: CpuKernel, records: np.ndarray, launch: Launch,
+                 arrays: dict[str, tuple[int, int, int]], truncated: bool = False):
+        self.kernel, self.records, self.launch, self.arrays, self.truncated = kernel, records, launch, arrays, truncated
 
 
 def launch_kernel(source: str, kernel: str, launch: Launch, args: Sequence[Any], *,
@@ -582,6 +678,21 @@ def launch_kernel(source: str, kernel: str, launch: Launch, args: Sequence[Any],
 
 # --- levels --------------------------------------------------------------------------------------
 
+def max_work() -> int:
+    """The largest batch·M·N·K one CPU launch may do: $GEMM_COURSE_CPU_MAX_WORK, else 2**27."""
+    return int(os.environ.get(MAX_WORK_ENV, DEFAULT_MAX_WORK))
+
+
+def require_small(work: int, what: str) -> None:
+    """Refuse a problem the CPU backend would take minutes over, saying how to allow it anyway."""
+    limit = max_work()
+    if work > limit:
+        raise ValueError(
+            f"{what} is {work:,} multiply-adds, over the CPU backend's limit of {limit:,} (about 512³): it "
+            f"emulates one GPU thread at a time and would take minutes. Use a smaller problem, a GPU "
+            f"(backend='cuda'), or raise the limit with the environment variable {MAX_WORK_ENV}.")
+
+
 def require_simt(lv: Level) -> None:
     """Raise UnsupportedLevelError for a level the CPU backend cannot run (Tensor Cores)."""
     if lv.uses_tensor_cores:
@@ -593,12 +704,14 @@ def require_simt(lv: Level) -> None:
 
 def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
               source: Optional[str] = None, *, extra_args: Sequence[Any] = (),
-              timeout_s: Optional[float] = None, launch: Optional[Launch] = None, race_check: bool = True) -> None:
+              timeout_s: Optional[float] = None, launch: Optional[Launch] = None, race_check: bool = True,
+              profile: bool = False) -> Optional[AccessLog]:
     """C = A @ B with a level's kernel on the CPU; operands already validated (see launch.gemm).
 
     params: what kernel_name() and geometry() take. The kernel gets (A, B, C, M, N, K, *extra_args)
     (e.g. an epilogue level's bias vector, alpha and beta; None for a null pointer). launch: the
-    geometry (default: the level's for these shapes; a batch adds grid z).
+    geometry (default: the level's for these shapes; a batch adds grid z). profile: return the first
+    block's memory accesses (an AccessLog; needs race_check).
     """
     require_simt(lv)
     (M, K), N = A.shape[-2:], B.shape[-1]
@@ -607,5 +720,5 @@ def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C
     names = ["A", "B", "C", "M", "N", "K"] + [f"argument {6 + i}" for i in range(len(extra_args))]
     if lv.epilogue and len(extra_args) == 3:
         names[6:] = ["bias", "alpha", "beta"]
-    kernel.launch(launch or lv.geometry(M, N, K, params), [A, B, C, M, N, K, *extra_args], names=names,
-                  timeout_s=timeout_s)
+    return kernel.launch(launch or lv.geometry(M, N, K, params), [A, B, C, M, N, K, *extra_args], names=names,
+                         timeout_s=timeout_s, profile=profile)

@@ -225,6 +225,7 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
             raise TypeError(f"{name} is a CuPy array, but backend='cpu' takes NumPy arrays; "
                             f"pass {name}.get() (or cupy.asnumpy({name})), or use backend='cuda'")
     batch, M, N, K = _check_operands(lv, resolved, A, B, out, np)
+    cpu_backend.require_small(max(batch, 1) * M * N * K, f"{max(batch, 1)}×{M}×{N}×{K}" if batch else f"{M}×{N}×{K}")
     _check_bias(epilogue, N, A.dtype, np)
     launch = _geometry(lv, resolved, M, N, K, batch)  # the same limits as on a GPU
     C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=lv.out_dtype or A.dtype)

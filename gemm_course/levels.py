@@ -111,7 +111,7 @@ class Level:
         resolved = self.defaults | params
         for name, value in resolved.items():
             choices = known[name].choices
-            if value not in choices:
+            if not any(type(value) is type(c) and value == c for c in choices):  # 64.0 is not 64, True not 1
                 raise ValueError(
                     f"level {self.id}: {name}={value!r} is not allowed; choose one of {list(choices)}"
                 )

@@ -418,3 +418,20 @@ def test_cache_compiles_once_per_source_and_setting(monkeypatch, tmp_path):
     gc.gemm(A, B, "01_naive", backend="cpu", block_x=8,       # another source
             source=gc.kernel_source("01_naive") + "\n// edited\n")
     assert len(builds) == 3 and len(list(tmp_path.glob("*.so"))) == 3
+
+
+def test_ctrl_c_stops_a_long_launch_within_a_second():
+    import os
+    import signal
+    import threading
+
+    spin = TILED.replace("float acc = 0.0f;", "float acc = 0.0f;\n    for (volatile long i = 0; i >= 0; ++i) {}")
+    kernel = cb.compile_kernel(spin, "tiled_gemm<4>")
+    A = np.ones((4, 4), np.float32)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        kernel.launch(Launch((1, 1, 1), (4, 4, 1)), [A, A, A.copy(), 4, 4, 4], timeout_s=0)
+    assert time.perf_counter() - start < 1.5
+    assert run_tiled(TILED, 4, 7, 9, 5) <= gc.tolerance("float32", 5)  # the backend still works after

@@ -49,6 +49,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -205,6 +206,19 @@ struct LaunchConfig {
     long long dynamic_shared_bytes;
     double timeout_s;  // <= 0: no watchdog
     char* stacks;      // from gc_stack_pool(): one pool per process, used by one launch at a time
+    void* profile;     // AccessRecord[profile_capacity]: the first block's accesses (race-check builds), or null
+    long long profile_capacity;
+};
+
+// One memory access of a thread in the first block of a launch (for the access profile: Python
+// groups them into warp-wide accesses and counts sectors and bank wavefronts with the course's models).
+struct AccessRecord {
+    unsigned interval;         // barrier interval within the block (0, 1, ...)
+    unsigned short thread;     // linear thread index
+    unsigned char size;        // bytes
+    unsigned char flags;       // 1: write, 2: shared memory (address is then a byte offset into it)
+    unsigned long long pc;     // return address of the hook (Python makes it a library offset)
+    unsigned long long address;
 };
 
 enum ErrorCode : int {
@@ -216,6 +230,7 @@ enum ErrorCode : int {
     STACK_OVERFLOW = 5,     // a thread overflowed its stack
     BAD_CONFIG = 6,
     RACE = 7,               // two threads touched one shared word between two barriers, one writing
+    INTERRUPTED = 8,        // stopped from outside (Ctrl-C in Python: gc_request_stop)
 };
 
 struct ErrorInfo {
@@ -266,6 +281,7 @@ struct Runtime {
     size_t dynamic_shared_capacity = 0, dynamic_shared_bytes = 0;
     volatile long long progress = 0;  // bumped at every switch; the watchdog watches it
     unsigned interval = 0;            // barrier intervals so far (the race detector's clock)
+    int stop_requested = 0;           // set by gc_request_stop (Ctrl-C); the watchdog acts on it
     // fault capture
     sigjmp_buf escape;
     volatile sig_atomic_t armed = 0;
@@ -318,6 +334,10 @@ struct ShadowWord {
 };
 
 struct RaceState {
+    AccessRecord* profile = nullptr;   // where the first block's accesses go (null: not profiled)
+    long long profile_capacity = 0, profile_count = 0;
+    unsigned first_interval = 0;       // rt.interval when the first block started
+    bool profiling = false;            // the block running is the first one
     ShadowWord* words = nullptr;
     size_t capacity = 0;
     bool found = false;
@@ -378,9 +398,20 @@ __attribute__((no_sanitize_thread)) inline void note_race(int earlier, uintptr_t
     race.kind = kind;
 }
 
+__attribute__((no_sanitize_thread)) inline void record_access(int t, const void* p, size_t size, bool write, uintptr_t pc) {
+    uintptr_t offset = 0;
+    const bool shared = shadow_of((uintptr_t)p, &offset) != nullptr;
+    if (race.profile_count < race.profile_capacity)
+        race.profile[race.profile_count++] = AccessRecord{rt.interval - race.first_interval, (unsigned short)t,
+                                                          (unsigned char)(size > 255 ? 255 : size),
+                                                          (unsigned char)((write ? 1 : 0) | (shared ? 2 : 0)), pc,
+                                                          shared ? (unsigned long long)offset : (unsigned long long)(uintptr_t)p};
+}
+
 __attribute__((no_sanitize_thread)) inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc) {
     const int t = rt.current;
     if (t < 0 || race.found) return;  // the runtime itself (poisoning, scheduling), or already reported
+    if (race.profiling) record_access(t, p, size, write, pc);
     const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3;
     for (uintptr_t a = first; a < (uintptr_t)p + size; a += 4) {
         uintptr_t offset;
@@ -598,10 +629,15 @@ inline void* watchdog_main(void* arg) {
         if (until.tv_nsec >= 1000000000L) { until.tv_sec += 1; until.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&w->wake, &w->mutex, &until);
         const long long p = __atomic_load_n(&rt.progress, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&rt.stop_requested, __ATOMIC_SEQ_CST)) {
+            rt.escape_code = INTERRUPTED;
+            pthread_kill(rt.runner, watchdog_signal());
+            break;
+        }
         if (p != last) {
             last = p;
             last_change = now_s();
-        } else if (!w->stop && now_s() - last_change > w->timeout_s) {
+        } else if (!w->stop && w->timeout_s > 0 && now_s() - last_change > w->timeout_s) {
             rt.escape_code = TIMEOUT;
             pthread_kill(rt.runner, watchdog_signal());
             break;
@@ -655,8 +691,6 @@ inline void restore_handlers(const stack_t* previous_stack) {
     sigaltstack(previous_stack, nullptr);
 }
 
-#include <dlfcn.h>
-
 // Fill err for the race found: threads, source offsets (Python turns them into lines).
 inline void report_race(ErrorInfo* err) {
     err->code = RACE;
@@ -702,6 +736,9 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     rt.runner = pthread_self();
     rt.escape_code = OK;
     race.found = false;
+    race.profile = static_cast<AccessRecord*>(cfg->profile);
+    race.profile_capacity = cfg->profile ? cfg->profile_capacity : 0;
+    race.profile_count = 0;
     blockDim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
     gridDim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
     for (int t = 0; t < rt.threads; ++t)
@@ -712,7 +749,10 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     install_handlers(&previous_stack);
     Watchdog watchdog;
     watchdog.timeout_s = cfg->timeout_s;
-    const bool watched = cfg->timeout_s > 0 && pthread_create(&watchdog.thread, nullptr, watchdog_main, &watchdog) == 0;
+    rt.stop_requested = 0;
+    // The watchdog always runs: it stops a thread that runs past timeout_s (if > 0) and a launch
+    // that Python asks to stop (Ctrl-C).
+    const bool watched = pthread_create(&watchdog.thread, nullptr, watchdog_main, &watchdog) == 0;
 
     int code = OK;
     if (sigsetjmp(rt.escape, 1) == 0) {
@@ -721,6 +761,8 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
             for (unsigned y = 0; y < gridDim.y && code == OK; ++y)
                 for (unsigned x = 0; x < gridDim.x && code == OK; ++x) {
                     blockIdx = uint3{x, y, z};
+                    race.profiling = race.profile && x == 0 && y == 0 && z == 0;
+                    race.first_interval = rt.interval + 1;  // run_block starts the block's first interval
                     code = run_block(err);
                     if (code == OK && race_found()) code = RACE;
                     if (code != OK) break;
@@ -745,6 +787,8 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                           "(the CPU backend runs a block's threads one at a time, each until its next barrier, "
                           "so a spin-wait on another thread never ends)",
                           i.x, i.y, i.z, b.x, b.y, b.z, cfg->timeout_s);
+        else if (code == INTERRUPTED)
+            std::snprintf(err->message, sizeof err->message, "stopped (interrupted) in block (%u,%u,%u)", b.x, b.y, b.z);
         else if (code == STACK_OVERFLOW)
             std::snprintf(err->message, sizeof err->message,
                           "thread (%u,%u,%u) of block (%u,%u,%u) overflowed its %zu KiB stack: very large local "
@@ -756,6 +800,7 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                           (unsigned long long)a);
     }
     if (code == RACE) report_race(err);
+    race.profiling = false;
     rt.current = -1;
     if (watched) {
         pthread_mutex_lock(&watchdog.mutex);
@@ -839,6 +884,19 @@ GC_CPU_EXPORT void gc_guarded_free(void* p, size_t bytes) {
 }
 
 GC_CPU_EXPORT size_t gc_page_size() { return gc_cpu::page_size(); }
+
+// Stop the launch in progress at once (Python calls it from another thread on Ctrl-C): the same
+// escape as the watchdog's, with its own code.
+GC_CPU_EXPORT void gc_request_stop() {
+    __atomic_store_n(&gc_cpu::rt.stop_requested, 1, __ATOMIC_SEQ_CST);  // the watchdog stops the launch
+}
+
+GC_CPU_EXPORT long long gc_profile_count() { return gc_cpu::race.profile_count; }  // records of the last launch
+
+GC_CPU_EXPORT unsigned long long gc_code_offset(unsigned long long pc) {  // a return address → library offset
+    Dl_info info;
+    return pc && dladdr((void*)(uintptr_t)(pc - 1), &info) ? pc - 1 - (uintptr_t)info.dli_fbase : 0;
+}
 
 GC_CPU_EXPORT size_t gc_stack_slot() { return gc_cpu::stack_slot(); }  // pools are per layout
 

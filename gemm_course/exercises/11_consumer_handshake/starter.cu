@@ -1,0 +1,250 @@
+// Level 11 — Hopper: wgmma, TMA, mbarriers, warp specialization. bf16 or fp16 in, fp32 accumulation,
+// fp32 C. Needs sm_90a (H100, H200, GH200): wgmma and setmaxnreg exist only there.
+//
+// Four steps, each one kernel and one measured row in the chapter:
+//
+//   step 1  hopper_wgmma_plain      one warpgroup (4 warps, 128 threads) per 64×128 tile of C.
+//                                   All threads copy a k-tile into shared memory with 16-byte loads,
+//                                   then the warpgroup issues wgmma (m64n128k16) on it, waits, repeats.
+//   step 2  hopper_wgmma_tma        two warpgroups per 128×128 tile. One thread asks the TMA engine
+//                                   (cp.async.bulk.tensor) for whole tiles; each copy completes on an
+//                                   mbarrier of a STAGES-deep ring, so k-tiles kt+1 … arrive while
+//                                   kt is multiplied.
+//   step 3  hopper_wgmma_specialized producer/consumer warp specialization, 128×256 tiles: warpgroup
+//                                   0 only issues TMA (and gives its registers away with setmaxnreg),
+//                                   warpgroups 1–2 only issue wgmma (m64n256k16, 128 accumulators
+//                                   each); "full" and "empty" mbarriers hand each stage back and forth.
+//   step 4  …specialized, PERSISTENT one block per SM walks over tiles in an L2-friendly order; the
+//                                   producer runs ahead into the next tile while the consumers store
+//                                   C, and consumers keep one wgmma group in flight across k-tiles.
+//
+// Shared-memory layout (all steps): the 128-byte swizzle that TMA writes and wgmma reads.
+//
+//   A stage, BM rows × 64 k (K-major)          B stage, 64 k × BN (MN-major), in 64-column chunks
+//   row r: 128 B = 8 chunks of 16 B            chunk j: 64 rows (k) × 128 B (64 columns of n)
+//   chunk c stored at position c ^ (r % 8)     16-byte piece c of row r at c ^ (r % 8)
+//
+//        c: 0 1 2 3 4 5 6 7                       so the 8 rows that one 16-byte column of a
+//   r=0:    0 1 2 3 4 5 6 7                       core matrix spans sit in 8 different bank
+//   r=1:    1 0 3 2 5 4 7 6                       groups: no conflicts for either engine.
+//   r=2:    2 3 0 1 6 7 4 5
+//   ...
+//
+// wgmma finds its operand through a 64-bit descriptor: start address, swizzle mode, and two strides
+//   A (K-major):  stride between 8-row groups = 1024 B; a k-step of 16 moves the start by 32 B.
+//   B (MN-major): "leading" offset between 64-column chunks = 64 rows × 128 B = 8192 B; stride
+//                 between 8-row (k) groups = 1024 B; a k-step of 16 moves the start by 16 rows = 2048 B.
+//
+// Preconditions (the launcher checks them): K and N multiples of 8 and 16-byte aligned A, B, C
+// (TMA needs 16-byte row strides; 16-byte loads need whole chunks). M is free. Past the edges TMA
+// fills zeros (steps 2–4) and step 1 stores zero chunks; only elements inside C are written.
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+typedef unsigned short u16;  // bf16 or fp16 bits: the kernels never do arithmetic on them
+
+__device__ __forceinline__ unsigned long long smem_descriptor(unsigned address, unsigned leading_bytes,
+                                                              unsigned stride_bytes)
+{
+    return static_cast<unsigned long long>((address & 0x3FFFF) >> 4)
+         | static_cast<unsigned long long>((leading_bytes & 0x3FFFF) >> 4) << 16
+         | static_cast<unsigned long long>((stride_bytes & 0x3FFFF) >> 4) << 32
+         | 1ull << 62;  // 128-byte swizzle
+}
+
+// A: K-major, 8-row groups 1024 B apart. B: MN-major, 64-column chunks 8192 B apart.
+__device__ __forceinline__ unsigned long long desc_a(unsigned tile, int kk) { return smem_descriptor(tile + kk * 32, 16, 1024); }
+__device__ __forceinline__ unsigned long long desc_b(unsigned tile, int kk) { return smem_descriptor(tile + kk * 2048, 8192, 1024); }
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory"); }
+
+// wgmma writes the accumulators behind the compiler's back: pin them around waits.
+template <int REGS>
+__device__ __forceinline__ void pin(float (&d)[REGS])
+{
+#pragma unroll
+    for (int i = 0; i < REGS; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+// The four k16 steps of one 64-deep k-tile, for the 64 rows of A that start at a_tile.
+template <bool BF16, int REGS>
+__device__ __forceinline__ void wgmma_k_tile(float (&d)[REGS], unsigned a_tile, unsigned b_tile, bool first)
+{
+#pragma unroll
+    for (int kk = 0; kk < HOPPER_BK / 16; ++kk)
+        wgmma_m64k16<BF16>(d, desc_a(a_tile, kk), desc_b(b_tile, kk), (first && kk == 0) ? 0 : 1);
+}
+
+// The accumulator layout of wgmma m64nN: warp w of the warpgroup holds rows 16w + lane/4 and +8,
+// columns 8j + 2·(lane%4) + {0, 1} for j < N/8 — pairs of floats, written as float2.
+template <int REGS>
+__device__ __forceinline__ void store_tile(const float (&d)[REGS], float* C, int M, int N, int m0, int n0, int thread)
+{
+    const int row = m0 + (thread / 32) * 16 + (thread % 32) / 4;
+    const int col = n0 + (thread % 4) * 2;
+#pragma unroll
+    for (int j = 0; j < REGS / 4; ++j) {
+        const int c = col + 8 * j;
+        if (c >= N) continue;  // N is a multiple of 8 and c is even: c + 1 < N too
+        if (row < M) *reinterpret_cast<float2*>(C + (size_t)row * N + c) = make_float2(d[4 * j], d[4 * j + 1]);
+        if (row + 8 < M) *reinterpret_cast<float2*>(C + (size_t)(row + 8) * N + c) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+    }
+}
+
+// --- step 1: wgmma on tiles that every thread copies in ---------------------------------------------
+
+template <bool BF16>
+__global__ void __launch_bounds__(128)
+hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C, int M, int N, int K)
+{
+    constexpr int BM = 64, BN = 128;
+    __shared__ __align__(1024) uint4 a_tile[BM * 8];           // 64 rows × 8 chunks = 8 KB
+    __shared__ __align__(1024) uint4 b_tile[HOPPER_BK * 16];   // 2 chunks × 64 rows × 8 = 16 KB
+    const int tid = threadIdx.x, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    float d[BN / 2] = {};
+
+    for (int k0 = 0; k0 < K; k0 += HOPPER_BK) {
+#pragma unroll
+        for (int i = 0; i < BM * 8 / 128; ++i) {  // A: row r, chunk c (8 values of k)
+            const int e = tid + i * 128, r = e / 8, c = e % 8;
+            const bool ok = m0 + r < M && k0 + c * 8 < K;
+            a_tile[r * 8 + (c ^ (r % 8))] = ok ? *reinterpret_cast<const uint4*>(A + (size_t)(m0 + r) * K + k0 + c * 8) : zero;
+        }
+#pragma unroll
+        for (int i = 0; i < HOPPER_BK * 16 / 128; ++i) {  // B: row r (k), chunk c (8 values of n)
+            const int e = tid + i * 128, r = e / 16, c = e % 16;
+            const bool ok = k0 + r < K && n0 + c * 8 < N;
+            b_tile[(c / 8) * 512 + r * 8 + ((c % 8) ^ (r % 8))] =
+                ok ? *reinterpret_cast<const uint4*>(B + (size_t)(k0 + r) * N + n0 + c * 8) : zero;
+        }
+        // Ordinary stores, read next by the tensor cores (the async proxy): fence, then barrier.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        wgmma_fence();
+        wgmma_k_tile<BF16>(d, smem_u32(a_tile), smem_u32(b_tile), k0 == 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(d);
+        __syncthreads();  // everyone's wgmma has read the tiles before they are overwritten
+    }
+    store_tile(d, C, M, N, m0, n0, tid);
+}
+
+// --- step 2: TMA into a ring of STAGES buffers, completing on mbarriers ------------------------------
+
+template <bool BF16, int STAGES>
+__global__ void __launch_bounds__(256)
+hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b, float* __restrict__ C,
+                 int M, int N, int K)
+{
+    constexpr int BM = 128, BN = 128, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
+    extern __shared__ unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full[STAGES];
+    const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
+    const int tid = threadIdx.x, wg = tid / 128;
+    int m0, n0;
+    tile_origin<BM, BN>(blockIdx.x, M, N, m0, n0);
+    const int tiles_k = (K + HOPPER_BK - 1) / HOPPER_BK;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) mbar_init(smem_u32(&full[s]), 1);
+        fence_barrier_init();
+        for (int s = 0; s < STAGES && s < tiles_k; ++s)
+            tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
+                                    s * HOPPER_BK, smem_u32(&full[s]));
+    }
+    __syncthreads();
+
+    float d[BN / 2] = {};
+    for (int kt = 0; kt < tiles_k; ++kt) {
+        const int s = kt % STAGES;
+        mbar_wait(smem_u32(&full[s]), (kt / STAGES) % 2);  // the phase flips each time round the ring
+        wgmma_fence();
+        wgmma_k_tile<BF16>(d, a_base + s * A_BYTES + wg * (64 * 128), b_base + s * B_BYTES, kt == 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(d);
+        __syncthreads();  // both warpgroups are done with stage s: refill it
+        if (tid == 0 && kt + STAGES < tiles_k)
+            tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
+                                    (kt + STAGES) * HOPPER_BK, smem_u32(&full[s]));
+    }
+    store_tile(d, C, M, N, m0 + wg * 64, n0, tid % 128);
+}
+
+// --- steps 3 and 4: a producer warpgroup and two consumer warpgroups ----------------------------------
+//
+//   warpgroup 0 (producer, 40 registers)      warpgroups 1, 2 (consumers, 232 registers)
+//   ─ wait empty[s] ─ TMA A, B into s ─┐       ┌─ wait full[s] ─ wgmma × 4 ─ arrive empty[s] ─
+//                                     full[s] ──┘
+//   Each consumer owns 64 rows of the 128 × 256 tile: 128 fp32 accumulators per thread.
+
+template <bool BF16, int STAGES, bool PERSISTENT>
+__global__ void __launch_bounds__(384, 1)
+hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
+                         float* __restrict__ C, int M, int N, int K)
+{
+    constexpr int BM = 128, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
+    constexpr int CONSUMER_WARPS = 8;
+    extern __shared__ unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
+    const int tid = threadIdx.x, wg = tid / 128;
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    const int tiles_k = (K + HOPPER_BK - 1) / HOPPER_BK;
+    const int first = blockIdx.x, step = PERSISTENT ? gridDim.x : tiles;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(smem_u32(&full[s]), 1);                // the producer's expect_tx
+            mbar_init(smem_u32(&empty[s]), CONSUMER_WARPS);  // one arrival per consumer warp
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid != 0) return;
+        int it = 0;  // k-tiles issued so far, over all tiles: position in the ring and its phase
+        for (int t = first; t < tiles; t += step) {
+            int m0, n0;
+            tile_origin<BM, BN>(t, M, N, m0, n0);
+            for (int kt = 0; kt < tiles_k; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // first round: passes at once
+                tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
+                                        kt * HOPPER_BK, smem_u32(&full[s]));
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int thread = tid % 128, rows = (wg - 1) * 64;  // this consumer's rows of the tile
+    const bool releaser = thread % 32 == 0;
+    int it = 0;
+    for (int t = first; t < tiles; t += step) {
+        int m0, n0;
+        tile_origin<BM, BN>(t, M, N, m0, n0);
+        float d[BN / 2];
+        for (int kt = 0; kt < tiles_k; ++kt, ++it) {
+            const int s = it % STAGES;  // k-tile kt sits in stage s, in round it / STAGES of the ring
+            // ---- exercise: your code goes here (step 3; step 4's overlap is in the level's file) ----
+            /* TODO: consume stage s, in this order:
+               1. wait until the producer's TMA copy into s has landed: the full[s] mbarrier,
+                  at the parity of this round of the ring (mbar_wait)
+               2. multiply: wgmma_fence(), then wgmma_k_tile<BF16>(d, this consumer's 64 rows of
+                  A in stage s, B in stage s, first) (first: kt == 0 overwrites d), then wgmma_commit()
+               3. wait until the tensor cores are done with s (wgmma_wait<0>())
+               4. hand s back to the producer: one mbar_arrive on empty[s] per warp (releaser) */
+            // ---- end of the exercise -----------------------------------------------------------
+        }
+        pin(d);
+        store_tile(d, C, M, N, m0 + rows, n0, thread);
+    }
+}

@@ -1,0 +1,277 @@
+"""The one grader: correctness on the CPU backend (odd shapes, race detector on), then the checks the
+lesson is about. A verdict is a list of steps, each passed or failed with a message the learner can
+act on, in English and Chinese; a step that could not run here says so and is not a pass."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import device
+from ..levels import get_level
+
+# Small odd shapes: every edge case of a tiled kernel (a single element, fewer rows than a tile,
+# one more than a tile, non-multiples of every tile size) at sizes the CPU runs in seconds.
+GRADE_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (7, 13, 5), (33, 65, 17), (70, 40, 100), (129, 127, 131))
+PROFILE_SHAPE = (64, 64, 64)
+TENSOR_CORE_SHAPES: tuple[tuple[int, int, int], ...] = ((64, 64, 64), (128, 200, 72), (256, 256, 256))
+GPU_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str          # "compile", "correct", "race", "sectors", "wavefronts", "sass", "registers", "gpu"
+    passed: Optional[bool]   # None: could not be checked here
+    en: str
+    zh: str
+
+
+@dataclass
+class Verdict:
+    exercise: str
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """No step failed and every step ran, except a GPU run where no GPU is (said in the verdict)."""
+        return bool(self.steps) and all(s.passed or (s.passed is None and s.name == "gpu") for s in self.steps)
+
+    @property
+    def failed_step(self) -> Optional[str]:
+        return next((s.name for s in self.steps if s.passed is False), None)
+
+    def lines(self, lang: str = "en") -> list[str]:
+        mark = {True: "✓", False: "✗", None: "–"}
+        unchecked = [s.name for s in self.steps if s.passed is None]
+        head = (f"{'PASS' if self.passed else 'FAIL'} {self.exercise}" if lang == "en"
+                else f"{'通过' if self.passed else '未通过'} {self.exercise}")
+        if self.passed and unchecked:
+            head += (f" (not checked here: {', '.join(unchecked)})" if lang == "en"
+                     else f"（这里未检查：{', '.join(unchecked)}）")
+        return [head] + [f"  {mark[s.passed]} {s.name}: {s.en if lang == 'en' else s.zh}" for s in self.steps]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines("en") + [""] + self.lines("zh"))
+
+
+def _first_lines(text: str, n: int = 8) -> str:
+    """The compiler's first error lines (the rest is usually a consequence)."""
+    keep = [line for line in text.splitlines() if "error" in line or "note" in line or line.startswith(" ")]
+    return "\n".join((keep or text.splitlines())[:n])
+
+
+def _worst(C: np.ndarray, reference: np.ndarray) -> tuple[tuple[int, ...], float, float]:
+    diff = np.where(np.isnan(C), np.inf, np.abs(C.astype(np.float64) - reference))
+    index = np.unravel_index(int(np.argmax(diff)), C.shape)
+    return tuple(int(i) for i in index), float(C[index]), float(reference[index])
+
+
+def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]) -> list[Step]:
+    from .. import cpu_backend as cb
+    from ..check import epilogue_inputs, random_operands, relative_error, tolerance
+    from ..launch import gemm
+
+    lv = get_level(ex.level)
+    resolved = lv.resolve(**ex.params)
+    for M, N, K in shapes:
+        A, B = random_operands(M, N, K, "float32", seed=M * 7 + N * 13 + K, xp=np)
+        C = np.full((M, N), np.nan, dtype=np.float32)
+        reference = A.astype(np.float64) @ B.astype(np.float64)
+        run: dict[str, Any] = dict(ex.params)
+        if lv.epilogue:
+            extra, C_initial, reference = epilogue_inputs(resolved, reference, "float32", np, seed=M)
+            run.update(extra)
+            if C_initial is not None:
+                C = C_initial
+        try:
+            gemm(A, B, lv, out=C, source=source, backend="cpu", **run)
+        except cb.CpuCompileError as err:
+            detail = _first_lines(str(err).split(":\n", 1)[-1])
+            return [Step("compile", False, f"your kernel does not compile:\n{detail}",
+                         f"你的内核无法编译：\n{detail}")]
+        except cb.KernelRaceError as err:
+            (t0, t1), (l0, l1) = err.threads, err.lines
+            act = {"wrote": "写入", "read": "读取"}
+            fmt = lambda t: f"({t[0]},{t[1]},{t[2]})"  # noqa: E731
+            return [Step("compile", True, "compiles", "可以编译"),
+                    Step("race", False, f"at {M}×{N}×{K}: {err}",
+                         f"{M}×{N}×{K} 时发现共享内存竞争：线程块 {fmt(err.block)} 中，线程 {fmt(t0)} 在 {l0} "
+                         f"{act[err.actions[0]]}了一个共享内存字（共享内存第 {err.shared_offset} 字节），线程 {fmt(t1)} "
+                         f"在 {l1} {act[err.actions[1]]}了同一个字，两者之间没有 __syncthreads()。在 GPU 上结果取决于"
+                         "哪个线程先执行：请在写入与另一个线程的访问之间加上 __syncthreads()（或让每个线程使用自己的字）。")]
+        except cb.CpuBackendError as err:
+            kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
+            return [Step("compile", True, "compiles", "可以编译"),
+                    Step(kind, False, f"at {M}×{N}×{K}: {err}", f"{M}×{N}×{K} 时内核出错：{err}")]
+        err = relative_error(C, reference)
+        bound = tolerance("float32", K)
+        if not err <= bound:
+            (i, j), got, want = _worst(C, reference)
+            unwritten = int(np.isnan(C).sum())
+            note = (f"; {unwritten} elements are NaN: never written, or computed from shared memory nobody wrote "
+                    "(it starts as NaN on the CPU backend)" if unwritten else "")
+            note_zh = (f"；有 {unwritten} 个元素为 NaN：要么从未被写入，要么是用没有任何线程写过的共享内存算出来的"
+                       "（CPU 后端中共享内存初值为 NaN）" if unwritten else "")
+            return [Step("compile", True, "compiles", "可以编译"),
+                    Step("correct", False,
+                         f"wrong at {M}×{N}×{K}: relative error {err:.2e} (bound {bound:.1e}); worst element "
+                         f"C[{i}, {j}] = {got:.6g}, expected {want:.6g}{note}",
+                         f"{M}×{N}×{K} 时结果错误：相对误差 {err:.2e}（上限 {bound:.1e}）；误差最大的元素 "
+                         f"C[{i}, {j}] = {got:.6g}，应为 {want:.6g}{note_zh}")]
+    shown = ", ".join(f"{M}×{N}×{K}" for M, N, K in shapes)
+    return [Step("compile", True, "compiles", "可以编译"),
+            Step("correct", True, f"right on {shown}, no shared-memory race, no out-of-bounds access",
+                 f"在 {shown} 上结果正确，没有共享内存竞争，没有越界访问")]
+
+
+def _profile_check(ex: Any, source: str, check: dict) -> Step:
+    from ..warp_access import profile
+
+    rows = profile(ex.level, *PROFILE_SHAPE, source=source, **ex.params)
+    space = "global" if check["type"] == "sectors" else "shared"
+    chosen = [r for r in rows if r.space == space and check.get("write") in (None, r.write)
+              and check.get("array") in (None, r.array)]
+    limit = float(check.get("max_excess", 1.0))
+    bad = [r for r in chosen if r.excess > limit + 1e-9]
+    what_en = "sectors per request" if space == "global" else "bank wavefronts per instruction"
+    what_zh = "每次请求的扇区数" if space == "global" else "每条指令的存储体轮数（wavefront）"
+    if not chosen:
+        return Step(check["type"], False, f"found no {space} access of the kind this check looks at",
+                    f"没有找到此项检查所针对的{'全局' if space == 'global' else '共享'}内存访问")
+    if bad:
+        worst = bad[0]
+        return Step(check["type"], False,
+                    f"{worst.describe()}: {worst.excess:.1f}× the ideal (allowed {limit:g}×)",
+                    f"{worst.line}：{what_zh}为 {worst.per_access:.2f}，是理想值的 {worst.excess:.1f} 倍"
+                    f"（允许 {limit:g} 倍）")
+    return Step(check["type"], True, f"every checked access within {limit:g}× the ideal {what_en}",
+                f"所有被检查的访问都不超过理想{what_zh}的 {limit:g} 倍")
+
+
+def _sass_check(ex: Any, source: str, check: dict) -> Step:
+    from ..sass import disassemble, find_disassembler, instruction_mix
+
+    if find_disassembler() is None:
+        return Step("sass", None, "no disassembler here (pip install nvidia-cuda-nvdisasm): not checked",
+                    "这里没有反汇编器（pip install nvidia-cuda-nvdisasm）：未检查")
+    arch = get_level(ex.level).build_arch or check.get("arch", "sm_90")  # what disassemble() builds
+    mix = instruction_mix(disassemble(ex.level, arch=arch, source=source, **ex.params))
+
+    def count(prefix: str) -> int:
+        return sum(n for op, n in mix.items() if op == prefix or op.startswith(prefix + "."))
+
+    for op, least in check.get("require", {}).items():
+        if count(op) < least:
+            return Step("sass", False, f"the {arch} build has {count(op)} {op} instructions; the lesson needs at least {least}",
+                        f"{arch} 编译结果中 {op} 指令有 {count(op)} 条；本练习要求至少 {least} 条")
+    for op in check.get("forbid", []):
+        if count(op) > 0:
+            return Step("sass", False, f"the {arch} build has {count(op)} {op} instructions; there should be none",
+                        f"{arch} 编译结果中有 {count(op)} 条 {op} 指令；应当一条也没有")
+    wanted = ", ".join([f"{op} ≥ {n}" for op, n in check.get("require", {}).items()]
+                       + [f"no {op}" for op in check.get("forbid", [])])
+    return Step("sass", True, f"{arch} instruction mix: {wanted}", f"{arch} 指令构成符合要求：{wanted}")
+
+
+def _registers_check(ex: Any, source: str, check: dict) -> Step:
+    from ..compile import compile_report
+
+    lv = get_level(ex.level)
+    report = compile_report(lv, arch=lv.build_arch or check.get("arch", "sm_90"), source=source, **ex.params)
+    spills = report.spill_store_bytes + report.spill_load_bytes
+    if check.get("no_spill") and (spills or report.stack_bytes):
+        return Step("registers", False,
+                    f"{report.registers} registers, {report.stack_bytes} B stack frame, {spills} B spilled: an array "
+                    "went to local memory (indexed with a value the compiler cannot know?)",
+                    f"{report.registers} 个寄存器，栈帧 {report.stack_bytes} B，溢出 {spills} B：有数组被放进了局部内存"
+                    "（是否用编译器无法确定的值做了下标？）")
+    if "max" in check and report.registers > check["max"]:
+        return Step("registers", False, f"{report.registers} registers per thread; at most {check['max']} allowed",
+                    f"每线程 {report.registers} 个寄存器；最多允许 {check['max']} 个")
+    return Step("registers", True, f"{report.registers} registers, no local memory",
+                f"{report.registers} 个寄存器，没有使用局部内存")
+
+
+def _compile_for_gpu(ex: Any, source: str) -> Step:
+    from ..compile import compile_report
+
+    lv = get_level(ex.level)
+    try:
+        report = compile_report(lv, arch=lv.build_arch or "sm_90", source=source, **ex.params)
+    except Exception as err:  # NVRTC's log, which names the learner's lines
+        detail = _first_lines(str(err))
+        return Step("compile", False, f"your kernel does not compile for the GPU:\n{detail}",
+                    f"你的内核无法为 GPU 编译：\n{detail}")
+    return Step("compile", True, f"compiles for {report.arch} ({report.registers} registers)",
+                f"可以为 {report.arch} 编译（{report.registers} 个寄存器）")
+
+
+def _gpu_run(ex: Any, source: str) -> Step:
+    lv = get_level(ex.level)
+    if not device.gpu_available() or not lv.setting_runs_on(device.compute_capability(), lv.resolve(**ex.params)):
+        return Step("gpu", None, "no GPU here that runs this level: correctness is checked on a GPU only",
+                    "这里没有能运行这一级的 GPU：正确性只能在 GPU 上检查")
+    # In a child process with a time limit: a kernel that waits on a barrier nobody arrives at hangs the GPU
+    # context, and must not take the notebook's process with it.
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/kernel.cu"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+        program = ("import json, sys; from gemm_course.check import check\n"
+                   f"src = open({path!r}).read()\n"
+                   f"for M, N, K in {list(TENSOR_CORE_SHAPES)!r}:\n"
+                   f"    r = check({lv.id!r}, M, N, K, source=src, backend='cuda', **{dict(ex.params)!r})\n"
+                   "    print(json.dumps([r.passed, str(r)]), flush=True)\n"
+                   "    if not r.passed: break\n")
+        try:
+            done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=GPU_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return Step("gpu", False, f"the kernel did not finish within {GPU_TIMEOUT_S} s on the GPU: a wait on an "
+                        "mbarrier or barrier that never completes (a missing arrive, a wrong phase)?",
+                        f"内核在 GPU 上 {GPU_TIMEOUT_S} 秒内没有结束：是否在等待一个永远不会完成的 mbarrier 或屏障"
+                        "（少了 arrive，或相位不对）？")
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    if done.returncode != 0 or not results:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return Step("gpu", False, f"the GPU run failed: {tail}", f"GPU 运行失败：{tail}")
+    for passed, text in results:
+        if not passed:
+            return Step("gpu", False, f"wrong on the GPU: {text}", f"在 GPU 上结果错误：{text}")
+    return Step("gpu", True, "right on the GPU", "在 GPU 上结果正确")
+
+
+def grade(exercise_id: str, source: Optional[str] = None) -> Verdict:
+    """Grade `source` (a whole kernel file's text; default: the exercise's starter) for an exercise."""
+    from . import get_exercise
+
+    ex = get_exercise(exercise_id)
+    source = ex.starter if source is None else source
+    lv = get_level(ex.level)
+    verdict = Verdict(ex.id)
+    if lv.uses_tensor_cores:
+        verdict.steps.append(_compile_for_gpu(ex, source))
+    else:
+        verdict.steps += _correct_on_cpu(ex, source, GRADE_SHAPES)
+    if not verdict.passed and verdict.failed_step:
+        return verdict  # the lesson's checks assume a kernel that compiles and is right
+    for check in ex.checks:
+        kind = check["type"]
+        if kind in ("sectors", "wavefronts"):
+            verdict.steps.append(_profile_check(ex, source, check))
+        elif kind == "sass":
+            verdict.steps.append(_sass_check(ex, source, check))
+        elif kind == "registers":
+            verdict.steps.append(_registers_check(ex, source, check))
+        else:
+            raise ValueError(f"exercise {ex.id}: unknown check {kind!r}")
+        if verdict.steps[-1].passed is False:
+            return verdict
+    if lv.uses_tensor_cores:
+        verdict.steps.append(_gpu_run(ex, source))
+    return verdict
