@@ -572,3 +572,61 @@ def producer_consumer_figure(stages: int = 4, k_tiles: int = 10) -> go.Figure:
                            "一个 k 分块的 wgmma 1）")
     return _base_layout(fig, f"{stages} stages: tensor cores busy {busy:.0%} of the time · "
                              f"{stages} 级：张量核心忙碌时间占 {busy:.0%}", 300)
+
+
+# --- Level 0: which thread of a launch handles which element ---------------------------------------
+
+def launch_map(rows: int, cols: int, block_x: int, block_y: int = 1) -> list[dict[str, Any]]:
+    """Every thread of the launch that covers a rows×cols array (one element per thread, threadIdx.x
+    along the columns, as primer.WHO_AM_I does it), in launch order: blockIdx, threadIdx, the
+    (row, col) it computes, and whether it passes the `if (row < rows && col < cols)` guard."""
+    grid_x, grid_y = ceil_div(cols, block_x), ceil_div(rows, block_y)
+    return [{"block": (bx, by), "thread": (tx, ty), "row": by * block_y + ty, "col": bx * block_x + tx,
+             "works": by * block_y + ty < rows and bx * block_x + tx < cols}
+            for by in range(grid_y) for bx in range(grid_x) for ty in range(block_y) for tx in range(block_x)]
+
+
+def launch_map_figure(rows: int = 1, cols: int = 10, block_x: int = 4, block_y: int = 1) -> go.Figure:
+    """The threads of a launch laid over the array they cover: one cell per thread, coloured by its
+    block and labelled with its threadIdx; threads past the edge of the array (the rounded-up part of
+    the grid, stopped by the guard) are grey with a cross. rows=1 draws a 1-D launch. The dashed frame
+    is the array. The heatmap trace "threads" has z = -1 for a guarded-off thread, else the block colour."""
+    threads = launch_map(rows, cols, block_x, block_y)
+    grid_x, grid_y = ceil_div(cols, block_x), ceil_div(rows, block_y)
+    height, width = grid_y * block_y, grid_x * block_x
+    z = [[0] * width for _ in range(height)]
+    text = [[""] * width for _ in range(height)]
+    hover = [[""] * width for _ in range(height)]
+    one_d = rows == 1 and block_y == 1
+    for t in threads:
+        (bx, by), (tx, ty), r, c = t["block"], t["thread"], t["row"], t["col"]
+        z[r][c] = (bx % 2) + 2 * (by % 2) if t["works"] else -1
+        text[r][c] = (f"{tx}" if one_d else f"{tx},{ty}") if t["works"] else "×"
+        where = (f"element {c}" if one_d else f"element ({r}, {c})") if t["works"] else \
+            "past the edge: the guard stops it · 越界：被边界判断挡住"
+        hover[r][c] = f"blockIdx = ({bx}, {by}), threadIdx = ({tx}, {ty})<br>{where}"
+    fig = go.Figure(go.Heatmap(
+        name="threads", z=z, x=list(range(width)), y=list(range(height)), zmin=-1, zmax=3,
+        colorscale=_discrete_scale(("#f4f4f4",) + _BLOCK_FILLS), showscale=False, xgap=2, ygap=2,
+        text=text, texttemplate="%{text}", textfont=dict(size=11), customdata=hover,
+        hovertemplate="%{customdata}<extra></extra>"))
+    fig.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=-0.5, y1=rows - 0.5,
+                  line=dict(color="#333", width=2, dash="dash"))
+    idle = sum(not t["works"] for t in threads)
+    dims = (f"gridDim = {grid_x}, blockDim = {block_x}" if one_d else
+            f"gridDim = ({grid_x}, {grid_y}), blockDim = ({block_x}, {block_y})")
+    size = f"n = {cols}" if one_d else f"{rows}×{cols}"
+    fig.add_annotation(
+        text=(f"{dims}: {len(threads)} threads for {size} elements; colour = block, label = threadIdx, "
+              f"× = {idle} idle<br>{len(threads)} 个线程计算 {size} 个元素；颜色 = 线程块，数字 = threadIdx，"
+              f"× = {idle} 个空闲线程"),
+        xref="paper", yref="paper", x=0, y=1.02, yanchor="bottom", showarrow=False, xanchor="left",
+        align="left", font=dict(size=11, color="#444"))
+    fig.update_xaxes(title=("element i · 元素 i" if one_d else "column · 列"), range=[-0.5, width - 0.5],
+                     showgrid=False, zeroline=False, dtick=1 if width <= 24 else None, constrain="domain")
+    fig.update_yaxes(title="" if one_d else "row · 行", autorange="reversed", scaleanchor="x", scaleratio=1,
+                     showgrid=False, zeroline=False, visible=not one_d)
+    title = ("A 1-D launch · 一维启动" if one_d else "A 2-D launch · 二维启动")
+    fig = _base_layout(fig, title, 220 if one_d else 180 + 34 * height)
+    fig.update_layout(margin=dict(t=110))
+    return fig

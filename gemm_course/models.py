@@ -33,7 +33,14 @@ class ArchLimits:
 ARCHS: dict[str, ArchLimits] = {
     a.arch: a
     for a in (
+        ArchLimits("sm_50", 2048, 32, 64 * 1024, 48 * 1024, 0, 128, shared_alloc_unit=256),
+        ArchLimits("sm_52", 2048, 32, 96 * 1024, 48 * 1024, 0, 128, shared_alloc_unit=256),
+        ArchLimits("sm_53", 2048, 32, 64 * 1024, 48 * 1024, 0, 128, shared_alloc_unit=256),
+        ArchLimits("sm_60", 2048, 32, 64 * 1024, 48 * 1024, 0, 64, shared_alloc_unit=256),
+        ArchLimits("sm_61", 2048, 32, 96 * 1024, 48 * 1024, 0, 128, shared_alloc_unit=256),
+        ArchLimits("sm_62", 2048, 32, 64 * 1024, 48 * 1024, 0, 128, shared_alloc_unit=256),
         ArchLimits("sm_70", 2048, 32, 96 * 1024, 96 * 1024, 0, 64, shared_alloc_unit=256),
+        ArchLimits("sm_72", 2048, 32, 96 * 1024, 96 * 1024, 0, 64, shared_alloc_unit=256),
         ArchLimits("sm_75", 1024, 16, 64 * 1024, 64 * 1024, 0, 64, shared_alloc_unit=256),
         ArchLimits("sm_80", 2048, 32, 164 * 1024, 163 * 1024, 1024, 64),
         ArchLimits("sm_86", 1536, 16, 100 * 1024, 99 * 1024, 1024, 128),
@@ -180,42 +187,128 @@ def warp_sectors(byte_addresses: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class BankAccess:
-    """One warp's access to a 2-D shared array: which word and bank each lane touches."""
+    """One warp's access to a 2-D shared array: which words and banks each lane touches.
+
+    words holds each lane's first 4-byte word; a lane of a `width`-byte access (4, 8 or 16: a
+    float, float2 or float4) touches width/4 consecutive words from there.
+
+    `wavefronts` is a model of how many passes the hardware needs, not a documented rule:
+      - a 4-byte access is served for the whole warp at once;
+      - an 8- or 16-byte access is served one half-warp (16 lanes) at a time;
+      - each phase costs as many passes as the most distinct words any one bank must serve in it
+        (lanes reading the same word share it: a broadcast). A 16-lane phase of 16-byte accesses
+        moves up to 256 bytes, so even without a conflict it costs 2.
+    For 16-byte loads the half-warp phase is inferred from the H200 counters, which a quarter-warp
+    phase (8 lanes x 16 bytes = 128 bytes) does not reproduce: Level 2's loop (8 broadcast LDS.128
+    and 32 conflict-free LDS per 32 FFMA) measures 1.20 wavefronts per shared load, this model gives
+    (8*2 + 32)/40 = 1.20 and quarter-warps would give 1.60; Levels 5 and 7 (per k step: two LDS.128
+    of A, each shared by half a warp, and two of B, where lanes l and l+16 share an address) measure
+    160 wavefronts per warp per k-tile, this model 160, quarter-warps 192. The 8-byte rule is not
+    checked against any counter in this course.
+    """
 
     description: str
     lanes: tuple[int, ...]
     words: tuple[int, ...]
+    width: int = 4
+
+    @property
+    def lane_words(self) -> tuple[tuple[int, ...], ...]:
+        """The 4-byte words each lane touches."""
+        return tuple(tuple(range(w, w + self.width // 4)) for w in self.words)
 
     @property
     def banks(self) -> tuple[int, ...]:
+        """The bank of each lane's first word (its only word for a 4-byte access)."""
         return tuple(w % BANKS for w in self.words)
 
     @property
     def words_per_bank(self) -> dict[int, int]:
-        """Distinct words each bank must serve (lanes reading the same word share it: a broadcast)."""
-        per: dict[int, set] = {}
-        for w in self.words:
-            per.setdefault(w % BANKS, set()).add(w)
-        return {b: len(ws) for b, ws in sorted(per.items())}
+        """Distinct words each bank must serve over the whole warp (lanes reading the same word
+        share it: a broadcast)."""
+        return _words_per_bank(self.lane_words)
 
     @property
     def degree(self) -> int:
-        """The conflict degree: passes the hardware needs (1 = conflict-free)."""
-        return max(self.words_per_bank.values())
+        """The conflict degree of a 4-byte access: passes the hardware needs (1 = conflict-free).
+        For wider accesses, the most distinct words one bank serves in any one phase."""
+        return max(max(_words_per_bank(ws).values()) for ws in self._phase_words())
+
+    @property
+    def phase_lanes(self) -> int:
+        """Lanes served together (model): 32 for 4-byte accesses, 16 for 8- and 16-byte ones."""
+        return 32 if self.width == 4 else 16
+
+    def _phase_words(self) -> list[tuple[tuple[int, ...], ...]]:
+        by_lane = dict(zip(self.lanes, self.lane_words))
+        phases = []
+        for first in range(0, 32, self.phase_lanes):
+            ws = tuple(by_lane[lane] for lane in range(first, first + self.phase_lanes) if lane in by_lane)
+            if ws:
+                phases.append(ws)
+        return phases
+
+    @property
+    def phase_wavefronts(self) -> tuple[int, ...]:
+        """Passes each phase takes: the most distinct words any one bank serves in it."""
+        return tuple(max(_words_per_bank(ws).values()) for ws in self._phase_words())
+
+    @property
+    def wavefronts(self) -> int:
+        """Passes (wavefronts) the whole warp's access takes, by the model in the class docstring."""
+        return sum(self.phase_wavefronts)
+
+    @property
+    def ideal_wavefronts(self) -> int:
+        """The fewest passes these phases could take: 128 bytes per pass, one pass per phase at least."""
+        return sum(max(1, -(-len({w for lane in ws for w in lane}) // BANKS)) for ws in self._phase_words())
+
+    def lane_passes(self) -> tuple[tuple[int, ...], ...]:
+        """For each lane and each of its words, the pass (1, 2, ...) that serves it: passes of earlier
+        phases first, then the word's rank among its bank's distinct words in its phase."""
+        out: dict[int, tuple[int, ...]] = {}
+        offset = 0
+        by_lane = dict(zip(self.lanes, self.lane_words))
+        for first in range(0, 32, self.phase_lanes):
+            lanes = [lane for lane in range(first, first + self.phase_lanes) if lane in by_lane]
+            if not lanes:
+                continue
+            per: dict[int, list[int]] = {}
+            for lane in lanes:
+                for w in by_lane[lane]:
+                    if w not in per.setdefault(w % BANKS, []):
+                        per[w % BANKS].append(w)
+            for lane in lanes:
+                out[lane] = tuple(offset + sorted(per[w % BANKS]).index(w) + 1 for w in by_lane[lane])
+            offset += max(len(ws) for ws in per.values())
+        return tuple(out[lane] for lane in self.lanes)
+
+
+def _words_per_bank(lane_words) -> dict[int, int]:
+    per: dict[int, set] = {}
+    for ws in lane_words:
+        for w in ws:
+            per.setdefault(w % BANKS, set()).add(w)
+    return {b: len(ws) for b, ws in sorted(per.items())}
 
 
 def bank_access(row: str, col: str, shape: tuple[int, int] = (32, 32), pad: int = 0,
                 swizzle: bool = False, block: tuple[int, int] = (32, 32), warp: int = 0,
-                **constants: int) -> BankAccess:
+                width: int = 4, **constants: int) -> BankAccess:
     """Model one warp's access `array[row][col]` to a shared array of 4-byte words.
 
     row and col are index expressions in the thread indices tx, ty (and any constants you pass,
     such as k=0), e.g. row="tx", col="ty" for a transposed store As[tx][ty]. pad adds words to
     each row (As[32][33] is pad=1); swizzle stores column col ^ (row % columns), the XOR swizzle.
-    block is (blockDim.x, blockDim.y); warp picks which 32 consecutive threads.
+    block is (blockDim.x, blockDim.y); warp picks which 32 consecutive threads. width is the bytes
+    each lane moves (4: float, 8: float2, 16: float4, starting at [row][col]); a wide access must be
+    aligned to its width, as the hardware requires. See BankAccess for the wavefront model.
     """
+    if width not in (4, 8, 16):
+        raise ValueError(f"width is bytes per lane: 4, 8 or 16, not {width}")
     rows, cols = shape
     stride = cols + pad
+    vector = width // 4
     lanes, words = [], []
     for lane in range(32):
         linear = warp * 32 + lane
@@ -224,14 +317,20 @@ def bank_access(row: str, col: str, shape: tuple[int, int] = (32, 32), pad: int 
             break
         env = {"tx": tx, "ty": ty, **constants}
         r, c = eval(row, {"__builtins__": {}}, env), eval(col, {"__builtins__": {}}, env)  # noqa: S307
-        if not (0 <= r < rows and 0 <= c < cols):
-            raise ValueError(f"lane {lane} indexes [{r}][{c}], outside the {rows}×{cols} array")
+        if not (0 <= r < rows and 0 <= c <= cols - vector):
+            raise ValueError(f"lane {lane} indexes [{r}][{c}:{c + vector}], outside the {rows}×{cols} array")
         if swizzle:
             c ^= r % cols
+        word = r * stride + c
+        if word % vector:
+            raise ValueError(f"lane {lane}: word {word} is not {width}-byte aligned; a {width}-byte "
+                             f"access needs a word address divisible by {vector}")
         lanes.append(lane)
-        words.append(r * stride + c)
+        words.append(word)
     desc = f"[{row}][{col}] in {rows}×{cols}" + (f" + pad {pad}" if pad else "") + (" swizzled" if swizzle else "")
-    return BankAccess(desc, tuple(lanes), tuple(words))
+    if width != 4:
+        desc += f", {width}-byte"
+    return BankAccess(desc, tuple(lanes), tuple(words), width)
 
 
 # --- several GPUs: communication cost of splitting one GEMM (Level 12) ------------------------------

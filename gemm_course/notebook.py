@@ -45,6 +45,14 @@ def status() -> Any:
                  f"图表展示的是<b>已记录的测量结果</b>（{html.escape(rec)}）。")
 
 
+class CheckResults(list):
+    """The results of check_table: a list, shown as one summary line (each result was printed already)."""
+
+    def __repr__(self) -> str:
+        passed = sum(r.passed for r in self)
+        return f"{passed} of {len(self)} checks passed · {len(self)} 项检查中 {passed} 项通过"
+
+
 def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, int, int]]] = None,
                 **params: Any) -> list:
     """Check a level on odd shapes (float64 reference, random inputs, poisoned output) and print."""
@@ -58,13 +66,13 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
               "correctness was checked on the recorded GPU (tests/test_gpu.py).\n"
               f"没有 GPU：{lv.id} 使用张量核心指令，CPU 后端无法运行；它的正确性已在记录所用的 GPU 上检验"
               "（tests/test_gpu.py）。")
-        return []
+        return CheckResults()
     if not device.gpu_available():
         print("No GPU: running the same CUDA C source on the CPU backend (compiled as C++, one fiber per "
               "thread). This checks correctness only; CPU timings say nothing about GPU speed.\n"
               "没有 GPU：在 CPU 后端上运行同一份 CUDA C 源码（按 C++ 编译，每个线程一个纤程）。"
               "这只检验正确性；CPU 上的耗时与 GPU 速度无关。")
-    out = []
+    out = CheckResults()
     for M, N, K in shapes:
         try:
             result = check(lv, M, N, K, **params)
@@ -181,10 +189,12 @@ def _all_run_here(entries: Sequence[tuple[str, dict]], dtype: str) -> bool:
 
 
 def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = "",
-            dtype: Optional[str] = None) -> list[dict]:
+            dtype: Optional[str] = None, file: Optional[str] = None) -> list[dict]:
     """Bars of TFLOPS for chosen (level, params) at one size, with cuBLAS: live on a GPU, else recorded.
 
     dtype: the input type of every entry (default: the first level's first, e.g. bfloat16 for Level 11).
+    file: take the recorded numbers, cuBLAS's too, from this one result file (one run), e.g.
+    "h200_experiments.json".
     """
     import plotly.graph_objects as go
 
@@ -201,10 +211,11 @@ def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = 
         records = []
         for lv, p in wanted:
             try:
-                records.append(results.find(lv, size, dtype=dtype, **p))
+                records.append(results.find(lv, size, dtype=dtype, file=file, **p))
             except KeyError:
                 print(f"not recorded: {lv} {p} at {size}³ in {dtype}")
-        blas = [r for r in results.recorded(records[0]["level"], dtype=dtype)
+        files = [results.RESULTS_DIR / records[0]["file"]] if records else None
+        blas = [r for r in results.recorded(records[0]["level"], files=files, dtype=dtype)
                 if r["level"] == "cublas" and r["M"] == size] if records else []
         records = blas[:1] + records
         where = "recorded: " + results.provenance_line(records[0]) if records else ""
@@ -247,7 +258,10 @@ def coalescing_sectors(n: int = 4096) -> list[dict]:
 
 
 def banks(row: str, col: str, **kw: Any):
-    """Show one warp's shared-memory access pattern: banks per lane and the conflict degree."""
+    """Show one warp's shared-memory access pattern: banks per lane and the conflict degree.
+
+    width=8 or 16 models a float2 or float4 access starting at [row][col] (models.bank_access); the
+    title then gives the wavefronts of the model in models.BankAccess."""
     from .models import bank_access
     from .plots import bank_figure
 
@@ -318,7 +332,13 @@ def instruction_mix(level: str | int | Level, arch: str = "sm_90", ops: Sequence
 
 
 def fusion() -> list[dict]:
-    """Fused epilogue against GEMM + separate bias and activation kernels: live, else recorded."""
+    """Fused epilogue (Level 6) against the GEMM followed by separate element-wise kernels: live, else
+    recorded. Every baseline is timed in the same run as the fused kernel: Level 5's GEMM alone; the
+    GEMM followed by one kernel that adds the bias and applies the activation in one pass over C
+    (8·M·N bytes, what a framework runs; shown when the run has it); followed by two kernels, bias then
+    activation (16·M·N bytes); and cuBLAS alone and followed by one or two kernels. cuBLAS's own fused
+    epilogues (cuBLASLt) are not measured. Recorded: the run with the one-kernel baseline first, then
+    the earlier five-shape run, which has only the two-kernel one."""
     import plotly.graph_objects as go
 
     from .plots import CUBLAS_COLOR, PALETTE, _layout
@@ -326,33 +346,50 @@ def fusion() -> list[dict]:
     if device.gpu_available():
         from .bench import bench_fusion
 
-        rows, where = bench_fusion(), f"measured live on {device.gpu_name()}"
+        runs = [(bench_fusion(one_kernel=True), f"measured live on {device.gpu_name()}")]
     else:
-        files = [results.load(f) for f in results.recorded_files()]
-        data = next((d for d in files if d.get("fusion")), None)
-        if data is None:
+        runs = []
+        for key in ("fusion_one_kernel", "fusion"):
+            data = next((d for d in map(results.load, results.recorded_files()) if d.get(key)), None)
+            if data is not None:
+                p = data["provenance"]
+                runs.append((data[key], f"recorded: {p['gpu']}, {p['date'][:10]}, CuPy {p['cupy']}"))
+        if not runs:
             print("No recorded fusion measurement.")
             return []
-        rows = data["fusion"]
-        p = data["provenance"]
-        where = f"recorded: {p['gpu']}, {p['date'][:10]}, CuPy {p['cupy']}"
-    labels = [f"{r['M']}×{r['N']}×{r['K']}" for r in rows]
     series = (("fused (Level 6) · 融合", "fused_ms", PALETTE[0]),
               ("GEMM alone (Level 5) · 仅 GEMM", "gemm_only_ms", PALETTE[2]),
-              ("GEMM + bias + activation kernels · 非融合", "unfused_ms", PALETTE[1]),
-              ("cuBLAS + bias + activation kernels", "cublas_unfused_ms", CUBLAS_COLOR))
-    fig = go.Figure([go.Bar(name=name, x=labels, y=[r[key] for r in rows], marker_color=color)
-                     for name, key, color in series])
-    fig = _layout(fig, "fused vs unfused epilogue · 融合与非融合尾处理", "M×N×K", "time (ms, median) · 时间（毫秒）")
-    fig.update_yaxes(type="log")
-    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                       font=dict(size=11, color="#666"), xanchor="left")
-    show(fig)
-    for r in rows:
-        saved = r["extra_bytes_unfused"] / 1e6
-        print(f"{r['M']}×{r['N']}×{r['K']}: fused {r['fused_ms']:.3f} ms, unfused {r['unfused_ms']:.3f} ms "
-              f"({r['unfused_ms'] / r['fused_ms']:.2f}×), fusion saves {saved:,.0f} MB of memory traffic")
-    return rows
+              ("GEMM + one bias-and-activation kernel · GEMM + 一个逐元素内核", "unfused_one_kernel_ms", PALETTE[3]),
+              ("GEMM + bias kernel + activation kernel · GEMM + 两个逐元素内核", "unfused_ms", PALETTE[1]),
+              ("cuBLAS alone · 仅 cuBLAS", "cublas_only_ms", "#999999"),
+              ("cuBLAS + one kernel · cuBLAS + 一个内核", "cublas_one_kernel_ms", "#666666"),
+              ("cuBLAS + two kernels · cuBLAS + 两个内核", "cublas_unfused_ms", CUBLAS_COLOR))
+    shown = []
+    for rows, where in runs:
+        one = all("unfused_one_kernel_ms" in r for r in rows)
+        labels = [f"{r['M']}×{r['N']}×{r['K']}" for r in rows]
+        fig = go.Figure([go.Bar(name=name, x=labels, y=[r[key] for r in rows], marker_color=color)
+                         for name, key, color in series if all(key in r for r in rows)])
+        title = ("fused vs GEMM + one or two element-wise kernels, same run · 融合与 GEMM + 一个或两个逐元素内核（同一次运行）"
+                 if one else "fused vs GEMM + two element-wise kernels (no one-kernel baseline in this run) · "
+                             "融合与 GEMM + 两个逐元素内核（此次运行没有单内核基线）")
+        fig = _layout(fig, title, "M×N×K", "time (ms, median) · 时间（毫秒）")
+        fig.update_yaxes(type="log")
+        fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+                           font=dict(size=11, color="#666"), xanchor="left")
+        show(fig)
+        for r in rows:
+            line = f"{r['M']}×{r['N']}×{r['K']}: fused {r['fused_ms']:.3f} ms, GEMM alone {r['gemm_only_ms']:.3f} ms"
+            if one:
+                line += (f", GEMM + one kernel {r['unfused_one_kernel_ms']:.3f} ms "
+                         f"({r['unfused_one_kernel_ms'] / r['fused_ms']:.3f}×, {r['extra_bytes_one_kernel'] / 1e6:,.0f} MB)")
+            line += (f", GEMM + two kernels {r['unfused_ms']:.3f} ms ({r['unfused_ms'] / r['fused_ms']:.3f}×, "
+                     f"{r['extra_bytes_unfused'] / 1e6:,.0f} MB)")
+            if one:
+                line += f"; cuBLAS alone {r['cublas_only_ms']:.3f}, + one kernel {r['cublas_one_kernel_ms']:.3f}"
+            print(line + f", cuBLAS + two kernels {r['cublas_unfused_ms']:.3f} ms")
+        shown += rows
+    return shown
 
 
 def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192),
@@ -438,10 +475,19 @@ def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[di
 def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, **params: Any) -> dict:
     """Where a SIMT kernel's time goes, against the fp32 peak (132 SMs × 128 FMA × 2 × clock).
 
-    From the recorded run: achieved FMAs per SM per cycle; from the disassembly of one k-step of the
-    main loop: FFMAs against shared loads and other instructions.
+    From the recorded run: achieved FMAs per SM per cycle. From the recorded counters (4096³), for the
+    level's showcase settings and cuBLAS: the share of issue slots that carry an FFMA, another
+    instruction or nothing, the FMA pipe's utilisation and the top stall reasons. Each of an SM's 4
+    schedulers issues at most one warp instruction per cycle, and 128 FMA per SM per cycle needs an
+    FFMA in every slot. The FFMA count is M·N·K/32 warp instructions (one FFMA per multiply-add per
+    thread: what Level 8's SASS holds, 1024 per thread per 128×128×16 k-tile; for cuBLAS an
+    assumption that its fp32 GEMM does each multiply-add once).
     """
+    import plotly.graph_objects as go
+
+    from . import counters
     from .models import KNOWN_GPUS
+    from .plots import _layout
 
     lv = get_level(level)
     p = lv.resolve(**params)
@@ -452,14 +498,50 @@ def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, *
     cublas = rec["tflops"] / rec["ratio_to_cublas"]
     fma_per_sm_cycle = rec["tflops"] * 1e12 / 2 / (prov["sm_count"] * clock_ghz * 1e9)
     mix = instruction_mix(lv, **p)
+    slots = []
+    for s in [*lv.showcase, None]:
+        try:
+            row = counters.find(counters.CUBLAS, dtype="float32") if s is None else counters.find(lv.id, **s)
+        except KeyError:
+            continue
+        m = row["metrics"]
+        ffma_share = row["M"] * row["N"] * row["K"] / 32 / m["instructions"]
+        issue = m["issue_active_pct"]
+        slots.append({"setting": "cuBLAS fp32" if s is None else counters.label(row), "params": row.get("params", {}),
+                      "instructions": m["instructions"], "ffma_share": ffma_share, "issue_active_pct": issue,
+                      "ffma_slots_pct": issue * ffma_share, "other_slots_pct": issue * (1 - ffma_share),
+                      "idle_slots_pct": 100 - issue, "fma_pipe_pct": m["fma_pipe_pct"],
+                      "warps_per_sm": m["achieved_occupancy_pct"] / 100 * 64, "top_stalls": counters.top_stalls(m)})
     out = {"peak_tflops": peak, "kernel_tflops": rec["tflops"], "cublas_tflops": cublas,
            "kernel_fraction_of_peak": rec["tflops"] / peak, "cublas_fraction_of_peak": cublas / peak,
-           "fma_per_sm_per_cycle": fma_per_sm_cycle, "instruction_mix": mix}
+           "fma_per_sm_per_cycle": fma_per_sm_cycle, "instruction_mix": mix, "issue_slots": slots}
     print(f"fp32 peak {peak:.1f} TFLOPS ({prov['sm_count']} SMs × 128 FMA × 2 × {clock_ghz:.2f} GHz, "
           f"{KNOWN_GPUS['NVIDIA H200'].source if prov['gpu'] == 'NVIDIA H200' else prov['gpu']}); "
           f"cuBLAS {cublas:.1f} ({cublas / peak:.0%} of peak); {lv.id} {rec['tflops']:.1f} "
           f"({rec['tflops'] / peak:.0%} of peak, {rec['ratio_to_cublas']:.1%} of cuBLAS)")
     print(f"achieved: {fma_per_sm_cycle:.0f} of 128 FMA per SM per cycle")
+    if not slots:
+        return out
+    names = [r["setting"] for r in slots]
+    fig = go.Figure()
+    for key, name, color in (("ffma_slots_pct", "FFMA · FFMA 指令", "#2ca02c"),
+                             ("other_slots_pct", "other instructions · 其他指令", "#ff7f0e"),
+                             ("idle_slots_pct", "nothing issued · 未发射", "#bbbbbb")):
+        fig.add_trace(go.Bar(y=names, x=[r[key] for r in slots], orientation="h", name=name, marker_color=color,
+                             hovertemplate="%{y}: %{x:.1f}% of issue slots<extra>" + name + "</extra>"))
+    fig = _layout(fig, f"Issue slots at {counters.COUNTER_SIZE}³ · {counters.COUNTER_SIZE}³ 时发射槽的去向",
+                  "% of scheduler cycles · 占调度器周期的 %", "", barmode="stack")
+    prov_c = counters.find(counters.CUBLAS, dtype="float32")["provenance"]
+    fig.add_annotation(text=f"recorded with Nsight Compute on {prov_c['gpu']}, {prov_c['date'][:10]}; FFMA = M·N·K/32",
+                       xref="paper", yref="paper", x=0, y=1.06, showarrow=False, font=dict(size=11, color="#666"),
+                       xanchor="left")
+    fig.update_layout(height=320)
+    show(fig)
+    for r in slots:
+        stalls = ", ".join(f"{k} {v:.2f}" for k, v in r["top_stalls"])
+        print(f"{r['setting']:>22}: issue {r['issue_active_pct']:.0f}% of cycles, FFMA {r['ffma_share']:.0%} of "
+              f"{r['instructions'] / 1e9:.2f} G instructions -> FFMA in {r['ffma_slots_pct']:.0f}% of slots; "
+              f"FMA pipe {r['fma_pipe_pct']:.0f}%; {r['warps_per_sm']:.0f} warps/SM; stalls per issue: {stalls}")
     return out
 
 
@@ -602,6 +684,13 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
         print("No recorded FFMA probe.")
         return []
     live = where.startswith("measured")
+    if live:
+        from .peak import launch_overhead
+
+        overhead = launch_overhead(progress=lambda _: None)
+    else:
+        overhead = next((results.load(f)["launch_overhead"] for f in results.recorded_files()
+                         if "launch_overhead" in results.load(f)), None)
     lv = get_level("08_warp_tiling")
     arch = device.arch() if live else "sm_90"
     points = []
@@ -615,13 +704,13 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
         measured = [r for r in (_record_or_none(lv.id, size, **lv.resolve(**c)) for c in lv.showcase) if r]
         if measured:  # cuBLAS as measured in the same run as these records
             measured.append({"level": "cublas", "tflops": measured[0]["tflops"] / measured[0]["ratio_to_cublas"]})
-    fig = go.Figure(go.Bar(x=[r["warps_per_sm"] for r in rows], y=[r["tflops"] for r in rows],
+    fig = go.Figure(go.Bar(x=[str(r["warps_per_sm"]) for r in rows], y=[r["tflops"] for r in rows],
                            name="FFMA probe · FFMA 探针", marker_color="#bbbbbb",
                            hovertemplate="%{x} warps per SM: %{y:.1f} TFLOPS<extra></extra>"))
     for i, r in enumerate(m for m in measured if m["level"] != "cublas"):
         warps = compile_report(lv, arch=arch, **r["params"]).occupancy.warps_per_sm
         points.append({"params": r["params"], "warps_per_sm": warps, "tflops": r["tflops"]})
-        fig.add_trace(go.Scatter(x=[warps], y=[r["tflops"]], mode="markers", marker=dict(size=13, color=PALETTE[i]),
+        fig.add_trace(go.Scatter(x=[str(warps)], y=[r["tflops"]], mode="markers", marker=dict(size=13, color=PALETTE[i]),
                                  name=f"Level 8 {', '.join(f'{k}={v}' for k, v in r['params'].items() if k in ('BM', 'BN', 'WM', 'WN'))}"))
     for r in measured:
         if r["level"] == "cublas":
@@ -634,10 +723,17 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
                       annotation_text=f"data sheet {sheet:.1f} (128 FMA/SM/cycle at {prov['sm_clock_max_mhz']} MHz)")
     fig = _layout(fig, f"FP32: what the SM issues, and where Level 8 lands ({size}³) · FP32 指令发射上限与第 8 级的位置",
                   "warps per SM · 每 SM 线程束数", "TFLOPS")
-    fig.update_xaxes(type="category")
-    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
+    # warps per SM in numeric order: the showcase settings add categories (12) between the probe's
+    fig.update_xaxes(type="category", categoryorder="array",
+                     categoryarray=[str(w) for w in sorted({r["warps_per_sm"] for r in rows} | {p["warps_per_sm"] for p in points})])
+    launch = (f"each probe launch ≥ 10 ms; an empty launch takes {overhead['median_ms'] * 1e3:.1f} µs · "
+              if overhead else "")
+    fig.add_annotation(text=launch + where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
                        font=dict(size=11, color="#666"), xanchor="left")
     show(fig)
+    if overhead:
+        print(f"launch overhead (an empty kernel, timed the same way): {overhead['median_ms'] * 1e3:.1f} µs; "
+              f"each probe launch lasts at least 10 ms, so it is under 0.1% of every figure below")
     for r in rows:
         print(f"FFMA probe, {r['warps_per_sm']:>2} warps per SM: {r['tflops']:.1f} TFLOPS")
     for p in points:
@@ -647,8 +743,8 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
 
 def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[dict]:
     """Where Level 10's time goes, as the time of one size³ bf16 GEMM: at the rate of mma.sync alone and
-    of the warp tile (with and without ldmatrix), Level 10's math without its copies, its copies
-    without the math, their sum, the whole kernel, and cuBLAS."""
+    of the warp tile (with and without ldmatrix), Level 10's math without its copies, the same math
+    without its block-wide barrier, its copies without the math, their sum, the whole kernel, and cuBLAS."""
     import plotly.graph_objects as go
 
     from .peak import PARTS_SETTINGS, ceiling
@@ -683,12 +779,15 @@ def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[d
     bars = [("mma.sync alone, at its peak rate · 仅 mma.sync（峰值速率）", at_rate(ceiling(rows, "mma_sync_bf16")["tflops"])),
             ("64×64 warp tile, mma.sync only · 64×64 线程束分块，仅 mma.sync", at_rate(ceiling(rows, "warp_tile_64x64_mma")["tflops"])),
             ("64×64 warp tile, ldmatrix + mma.sync · 加上 ldmatrix", at_rate(ceiling(rows, "warp_tile_64x64_ldmatrix")["tflops"])),
+            *([("Level 10, math only, no block barrier · 第 10 级，仅计算、无整块屏障", part["math_no_barrier"]["median_ms"])]
+              if "math_no_barrier" in part else []),
             ("Level 10, math only · 第 10 级，仅计算", math),
             ("Level 10, copies only · 第 10 级，仅拷贝", copies),
             ("copies + math, if nothing overlapped · 拷贝 + 计算（若完全不重叠）", copies + math),
             ("Level 10, whole kernel · 第 10 级，完整内核", whole),
             ("cuBLAS bf16", blas_ms)]
-    colors = ["#9ecae1", "#9ecae1", "#6baed6", "#1f77b4", "#ff7f0e", "#cccccc", "#d62728", "#222222"]
+    colors = ["#9ecae1", "#9ecae1", "#6baed6"] + ["#4a90c2"] * ("math_no_barrier" in part) + \
+        ["#1f77b4", "#ff7f0e", "#cccccc", "#d62728", "#222222"]
     fig = go.Figure(go.Bar(y=[b[0] for b in bars][::-1], x=[b[1] for b in bars][::-1], orientation="h",
                            marker_color=colors[::-1], hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
     label = ", ".join(f"{k}={v}" for k, v in setting.items())
@@ -727,7 +826,7 @@ def predict_vs_measure(level: str | int | Level, settings: Optional[Sequence[dic
         return []
     prov = counters.find(lv.id, part=part, **settings[0])["provenance"]
     where = (f"recorded with Nsight Compute on {prov['gpu']}, {prov['date'][:10]}, {prov['ncu']}, "
-             f"{counters.COUNTER_SIZE}³; `{prov['command']}`")
+             f"{counters.COUNTER_SIZE}³; `{results.command_line(prov)}`")
     from IPython.display import display
 
     display(_html(_counter_table(shown, "en") + f"<small>{html.escape(where)}</small>",
@@ -761,3 +860,70 @@ def _counter_table(shown: Sequence[tuple[str, list[dict]]], lang: str) -> str:
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in cells)
     return ("<table class='gemm-table'><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
             + f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+# --- exercises ---------------------------------------------------------------------------------------
+
+def _inline_markdown(text: str) -> str:
+    """The little markdown an exercise statement uses (`code`, **bold**), as HTML."""
+    import re
+
+    out = html.escape(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out).replace("\n\n", "</p><p>")
+
+
+def exercise(exercise_id: str) -> Any:
+    """Show an exercise's statement; the next cells hold its starter kernel and the grading call."""
+    from IPython.display import display
+
+    from .exercises import get_exercise
+
+    ex = get_exercise(exercise_id)
+    kinds_zh = {"write": "编写", "fix": "修复", "design": "设计"}
+    display(_html(f"<b>Exercise {html.escape(ex.id)}</b> ({ex.kind}, Level {get_level(ex.level).number}): "
+                  f"<b>{html.escape(ex.title_en)}</b></p><p>{_inline_markdown(ex.statement_en)}",
+                  f"<b>练习 {html.escape(ex.id)}</b>（{kinds_zh[ex.kind]}，第 {get_level(ex.level).number} 级）："
+                  f"<b>{html.escape(ex.title_zh)}</b></p><p>{_inline_markdown(ex.statement_zh)}"))
+    return None
+
+
+def hint(exercise_id: str, n: int = 1) -> Any:
+    """Hint n (1, 2, ...) of an exercise: each says a little more than the one before."""
+    from IPython.display import display
+
+    from .exercises import get_exercise
+
+    ex = get_exercise(exercise_id)
+    if not 1 <= n <= len(ex.hints):
+        print(f"{ex.id} has hints 1 to {len(ex.hints)} · 该练习的提示编号为 1 到 {len(ex.hints)}")
+        return None
+    en, zh = ex.hints[n - 1]
+    display(_html(f"Hint {n} of {len(ex.hints)}: {_inline_markdown(en)}",
+                  f"提示 {n}/{len(ex.hints)}：{_inline_markdown(zh)}"))
+    return None
+
+
+def grade(exercise_id: str, source: str) -> Any:
+    """Grade your kernel (the whole file's text) for an exercise, on the CPU; show the verdict."""
+    from IPython.display import display
+
+    from .exercises import grade as run_grade
+
+    verdict = run_grade(exercise_id, source)
+    en, zh = ("\n".join(verdict.lines(lang)) for lang in ("en", "zh"))
+    display(_html(f"<pre class='gemm-verdict'>{html.escape(en)}</pre>", f"<pre class='gemm-verdict'>{html.escape(zh)}</pre>"))
+    return None
+
+
+def solution(exercise_id: str) -> Any:
+    """The reference solution, folded: open it after you have tried."""
+    from IPython.display import HTML, display
+
+    from .exercises import get_exercise
+
+    code = html.escape(get_exercise(exercise_id).solution)
+    display(HTML("<details class='gemm-solution'><summary><span class='lang-en'>Show the reference solution</span>"
+                 "<span class='lang-zh'>查看参考答案</span></summary>"
+                 f"<pre><code class='language-cuda'>{code}</code></pre></details>"))
+    return None

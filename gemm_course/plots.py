@@ -21,7 +21,11 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 
 _SCRIPT = """<script type="text/javascript">(function () {
   var fig = %(fig)s, id = "%(id)s";
-  function draw() { Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false}); }
+  function draw() {
+    Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false}).then(function (div) {
+      if (window.gemmFigureLang) window.gemmFigureLang(div);  // the book's language switch (bilingual.js)
+    });
+  }
   if (window.Plotly) { draw(); return; }
   if (document.querySelector('script[src*="plotly.min.js"]')) {  // the book: wait for _static/plotly.min.js
     var tries = 0;
@@ -197,22 +201,36 @@ def sweep_bar_figure(tried: Sequence[Mapping[str, Any]], title: str = "") -> go.
 
 
 def bank_figure(access: Any, title: str = "") -> go.Figure:
-    """Which of the 32 banks each lane of a warp hits (a models.BankAccess), and the conflict degree.
+    """Which of the 32 banks each lane of a warp hits (a models.BankAccess), and the passes it takes.
 
     Lanes that read the same word share one access (a broadcast); lanes that need different words
-    of one bank are served one after another: the tallest column is the conflict degree.
+    of one bank are served one after another. The colour is the pass (wavefront) that serves a lane.
+    A 4-byte access: the tallest column is the conflict degree. An 8- or 16-byte access puts 2 or 4
+    marks per lane (one per word) and, in the model, is served a half-warp at a time (dotted line).
     """
-    passes = []  # which pass serves each lane: the rank of its word among its bank's words
-    for word in access.words:
-        bank_words = sorted({w for w in access.words if w % 32 == word % 32})
-        passes.append(bank_words.index(word) + 1)
+    passes = access.lane_passes()
+    xs, ys, colours, data = [], [], [], []
+    for lane, words, lane_passes in zip(access.lanes, access.lane_words, passes):
+        for word, served in zip(words, lane_passes):
+            xs.append(word % 32)
+            ys.append(lane)
+            colours.append(served)
+            data.append((word, served))
+    total = access.wavefronts
     fig = go.Figure(go.Scatter(
-        x=list(access.banks), y=list(access.lanes), mode="markers",
-        marker=dict(size=13, color=passes, colorscale="Reds", cmin=1, cmax=max(2, access.degree),
+        x=xs, y=ys, mode="markers",
+        marker=dict(size=13 if access.width == 4 else 9, color=colours, colorscale="Reds", cmin=1, cmax=max(2, total),
                     colorbar=dict(title="pass · 轮次"), line=dict(width=1, color="#333"), symbol="square"),
-        customdata=list(zip(access.words, passes)),
+        customdata=data,
         hovertemplate="lane %{y} → bank %{x}, word %{customdata[0]}, pass %{customdata[1]}<extra></extra>"))
-    verdict = "conflict-free · 无冲突" if access.degree == 1 else f"{access.degree}-way conflict · {access.degree} 路冲突"
+    if access.width == 4:
+        verdict = ("conflict-free · 无冲突" if access.degree == 1
+                   else f"{access.degree}-way conflict · {access.degree} 路冲突")
+    else:
+        verdict = (f"{total} wavefronts, fewest possible {access.ideal_wavefronts} (model) · "
+                   f"{total} 轮，最少 {access.ideal_wavefronts} 轮（模型）")
+        for edge in range(access.phase_lanes, 32, access.phase_lanes):
+            fig.add_hline(y=edge - 0.5, line=dict(color="#888", dash="dot"))
     fig = _layout(fig, title or f"{access.description}: {verdict}", "bank · 存储体", "lane · 线程")
     fig.update_xaxes(range=[-0.5, 31.5], dtick=4)
     fig.update_yaxes(range=[31.5, -0.5], dtick=4)

@@ -100,7 +100,15 @@ def provenance_line(record: dict[str, Any]) -> str:
     """One line that says where a recorded number came from."""
     p = record["provenance"]
     return (f"{p['gpu']} (sm_{p['compute_capability'].replace('.', '')}), driver {p['driver']}, "
-            f"CUDA {p['cuda_runtime']}, CuPy {p['cupy']}, {p['date'][:10]}; `{p['command']}`")
+            f"CUDA {p['cuda_runtime']}, CuPy {p['cupy']}, {p['date'][:10]}; `{command_line(p)}`")
+
+
+def command_line(provenance: dict[str, Any]) -> str:
+    """The recorded command, with the output path (a folder on the machine that ran it) shown as
+    FILE: rerun it with a file name of your own."""
+    import re
+
+    return re.sub(r"--out\s+\S+", "--out FILE", provenance.get("command", ""))
 
 
 def summary(level: Optional[str] = None) -> list[dict[str, Any]]:

@@ -175,3 +175,25 @@ def test_no_external_scripts(html_dir: Path) -> None:
 
 def test_mathjax_is_served_locally(html_dir: Path) -> None:
     assert (html_dir / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+@docs
+def test_launch_links_open_something(html_dir: Path, doc: str) -> None:
+    """Colab opens notebooks only: a notebook page links Colab to its .ipynb, a MyST .md page has no Colab link."""
+    text, _ = _page(html_dir, doc)
+    colab = re.findall(r"https://colab\.research\.google\.com/github/[^\"'<> ]+", text)
+    src = _source(doc)
+    if src is not None and src.suffix == ".md":
+        assert not colab, f"{doc}.html links Colab to a .md file: {colab[:1]}"
+    elif src is not None:
+        assert colab and all(link.endswith(".ipynb") for link in colab), f"{doc}.html: {colab[:1]}"
+
+
+def test_switch_reaches_figures_and_theme_labels(html_dir: Path) -> None:
+    """The language switch relabels plotly figures (titles, axes, legends) and the theme's own labels."""
+    script = (html_dir / "_static" / "bilingual.js").read_text(encoding="utf-8")
+    assert "gemmFigureLang" in script and "Plotly.relayout" in script and '"Contents": "目录"' in script
+    figure_page = next(p for p in sorted(html_dir.glob("notebooks/*.html")) if "Plotly.newPlot" in p.read_text())
+    assert "window.gemmFigureLang" in figure_page.read_text(encoding="utf-8")
+    css = (html_dir / "_static" / "bilingual.css").read_text(encoding="utf-8")
+    assert "pre-wrap" in css and "max-width: 480px" in css

@@ -195,3 +195,31 @@ def test_peak_probes_and_level10_parts():
     whole, = peak.pipeline_parts([2048], settings=[{"stages": 4}], progress=lambda _: None)
     assert whole["all"]["median_ms"] >= 0.95 * max(whole["copies"]["median_ms"], whole["math"]["median_ms"])
     assert peak.ceiling(rows, "warp_tile_64x64_ldmatrix")["tflops"] > whole["all"]["tflops"]
+
+
+def test_level0_kernels_run_on_the_gpu():
+    """Level 0's run_kernel on a GPU: the same kernels and results as on the CPU backend."""
+    import numpy as np
+
+    from gemm_course import primer
+
+    n = 1025
+    a, b = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
+    c = np.full(n, np.nan, dtype=np.float32)
+    assert primer.run_kernel(primer.VECTOR_ADD, "vector_add", primer.ceil_div(n, 256), 256, [a, b, c, n]) == "cuda"
+    assert np.array_equal(c, a + b)
+    M, N, K = 33, 65, 17
+    rng = np.random.default_rng(0)
+    A, B = rng.random((M, K), dtype=np.float32), rng.random((K, N), dtype=np.float32)
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    grid = (primer.ceil_div(N, 16), primer.ceil_div(M, 16))
+    primer.run_kernel(primer.NAIVE_GEMM, "gemm_naive", grid, (16, 16), [A, B, C, M, N, K])
+    assert np.abs(C - A.astype(np.float64) @ B).max() < 1e-5
+    x = np.arange(16, dtype=np.float32)
+    primer.run_kernel(primer.REVERSE, "reverse_each_block", 2, 8, [x])
+    assert np.array_equal(x, np.concatenate([np.arange(8)[::-1], np.arange(8, 16)[::-1]]).astype(np.float32))
+    rows = 100
+    X = rng.random((rows, 16), dtype=np.float32)  # row_norms reads 16 floats a row and sums their squares
+    norms = np.full(rows, np.nan, dtype=np.float32)
+    primer.run_kernel(primer.FEATURES, "row_norms<64>", primer.ceil_div(rows, 64), 64, [X, norms, rows])
+    assert np.allclose(norms, (X.astype(np.float64) ** 2).sum(axis=1), rtol=1e-5)

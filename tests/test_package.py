@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import gemm_course as gc
-from gemm_course import models, results
+from gemm_course import glossary, models, results
 from gemm_course.compile import parse_ptxas_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,12 +209,14 @@ def test_performance_figure_has_cublas_and_each_config():
 
 def _english_prose(notebook: Path) -> str:
     nb = json.loads(notebook.read_text())
-    return "\n".join("".join(c["source"]) for c in nb["cells"]
-                     if "lang-en" in c.get("metadata", {}).get("tags", []))
+    return glossary.plain("\n".join("".join(c["source"]) for c in nb["cells"]
+                                     if "lang-en" in c.get("metadata", {}).get("tags", [])))
 
 
 def assert_prose_says(claims, prose: str) -> None:
-    """Every claim (a number formatted from the recorded files) appears verbatim in the prose."""
+    """Every claim (a number formatted from the recorded files) appears verbatim in the prose
+    (as the reader sees it: glossary links count as their words)."""
+    prose = glossary.plain(prose)
     for claim in claims:
         assert claim in prose, f"the prose should say {claim!r}"
 
@@ -347,3 +349,15 @@ def test_level10_tma_setting_rules_without_a_gpu():
     assert rep.kernel == "gemm_mma_tma<false, 3>" and not rep.spills and rep.occupancy.blocks_per_sm == 1
     assert rep.dynamic_shared_bytes == 3 * 48 * 1024 + 1024
     assert not gc.compile_report(lv, arch="sm_80").spills
+
+
+def test_the_repository_url_has_one_source():
+    """_config.yml's repository.url (launch buttons) is the one the notebooks install from and the
+    how-to-run page clones; a fork changes it there and runs `python -m gemm_course.repository --write`."""
+    from gemm_course import repository
+
+    assert repository.configured_url().startswith("https://")
+    assert repository.mismatches() == []
+    count = sum(len(__import__("re").findall(regex, path.read_text(encoding="utf-8")))
+                for pattern, regex in repository.PLACES for path in repository.ROOT.glob(pattern))
+    assert count >= 14  # every level notebook's install cell and the page's clone commands

@@ -13,7 +13,7 @@ from test_package import _english_prose, assert_prose_says  # tests/ is on sys.p
 ROOT = Path(__file__).resolve().parents[1]
 NB = ROOT / "notebooks" / "11_hopper_wgmma.ipynb"
 L9, L10, L11 = "09_wmma", "10_mma_pipeline", "11_hopper_wgmma"
-TARGET = 0.90  # the project's goal for this chapter: at least 90% of cuBLAS bf16 at 4096³ and 8192³
+YARDSTICK = 0.90  # the prose's mark: step 4 is above 90% of cuBLAS bf16 at 4096³ and 8192³
 BF16 = "bfloat16"
 
 
@@ -40,7 +40,7 @@ def test_level11_recorded_numbers():
     gain4 = s4["tflops"] / steps4[3]["tflops"] - 1
     assert gain4 > 0.01 and abs(s8["tflops"] / steps8[3]["tflops"] - 1) < 0.01
     assert steps8[3]["q1_ms"] < s8["median_ms"] < steps8[3]["q3_ms"]  # "less than the spread"
-    assert TARGET <= s4["ratio_to_cublas"] < 1 and TARGET <= s8["ratio_to_cublas"] < 1
+    assert YARDSTICK <= s4["ratio_to_cublas"] < 1 and YARDSTICK <= s8["ratio_to_cublas"] < 1
     assert max(steps1k.values(), key=lambda r: r["tflops"]) is steps1k[2]
     sms = s8["provenance"]["sm_count"]
     blocks = {s: gc.get_level(L11).geometry(1024, 1024, 1024, gc.get_level(L11).resolve(step=s)).grid[0]
@@ -69,12 +69,12 @@ def test_level11_recorded_numbers():
         f"cuBLAS's bf16 GEMM reaches {b4['tflops']:.2f} TFLOPS at 4096³ and {b8['tflops']:.2f} TFLOPS at 8192³",
         ", ".join(f"{steps8[s]['tflops']:.2f}" for s in (1, 2)) + f" and {steps8[3]['tflops']:.2f} TFLOPS at 8192³",
         f"step 4 adds {gain4:.1%} at 4096³",
-        f"target of {TARGET:.0%} of cuBLAS at both sizes, {s4['ratio_to_cublas']:.1%} and {s8['ratio_to_cublas']:.1%}, "
+        f"Step 4 is above {YARDSTICK:.0%} of cuBLAS at both sizes, {s4['ratio_to_cublas']:.1%} and {s8['ratio_to_cublas']:.1%}, "
         f"and {s8['tflops'] / l10_bf16['tflops']:.1f} times Level 10 in bf16",
         f"at 1024³ step 4 reaches {steps1k[4]['ratio_to_cublas']:.1%} of cuBLAS",
         f"{8192 * 8192 * 4 / 1e6:.0f} MB against {8192 * 8192 * 2 / 1e6:.0f} MB at 8192³",
         f"Step 4 reaches {s4['ratio_to_cublas']:.1%} and {s8['ratio_to_cublas']:.1%} of cuBLAS's bf16 GEMM at 4096³ "
-        f"and 8192³, above the {TARGET:.0%} target",
+        f"and 8192³: above {YARDSTICK:.0%} of cuBLAS, but not past it",
     ]
     # accuracy at K = 8192: the bound, the kernel's error (every step), cuBLAS's (bf16 output)
     errs = {f"{r['relative_error']:.1e}" for r in steps8.values()}
@@ -166,3 +166,67 @@ def test_ladder_page_quotes_level11():
     s8 = _rec(L11, 8192, step=4)
     assert_prose_says([f"reaches {s8['tflops']:.2f} TFLOPS in bf16, {s8['ratio_to_cublas']:.1%} of cuBLAS's bf16 GEMM"],
                       english)
+
+
+def test_level11_counters_and_predictions():
+    """'What the counters say' and 'Predict, then measure': Nsight Compute counters of every step and of
+    cuBLAS's bf16 GEMM at 4096³, beside the models of gemm_course.predictions."""
+    from gemm_course import counters, predictions
+
+    prose = _english_prose(NB)
+    rows = {s: counters.find(L11, step=s) for s in (1, 2, 3, 4)}
+    assert all(r["dtype"] == BF16 and r["M"] == 4096 for r in rows.values())
+    m = {s: r["metrics"] for s, r in rows.items()}
+    blas = counters.find("cublas", dtype=BF16)
+    b = blas["metrics"]
+    tc = [m[s]["tensor_pipe_pct"] for s in (1, 2, 3, 4)]
+    assert tc == sorted(tc) and tc[-1] < b["tensor_pipe_pct"]
+    bars = {s: memory_summary(kernel_mix(L11, "sm_90a", step=s)[0])["BAR"] for s in (1, 2, 3, 4)}
+    assert bars == {1: 2, 2: 2, 3: 1, 4: 1}  # step 2: one at the start and one per k-tile
+    l2 = {s: counters.derived(m[s])["l2_read_bytes"] / 1e9 for s in m}
+    gb = lambda x: f"{x / 1e9:.2f} GB"  # noqa: E731
+    dur4, durb = m[4]["duration_ns"] / 1e3, b["duration_ns"] / 1e3
+    assert abs(m[4]["sm_clock_hz"] / b["sm_clock_hz"] - 1) < 0.01  # "at nearly the same clock"
+    assert blas["kernels"] == ["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"]
+    claims = [f"busy {tc[0]:.0f}% of step 1's time, {tc[1]:.0f}% of step 2's, {tc[2]:.0f}% of step 3's and {tc[3]:.0f}% of "
+              f"step 4's; cuBLAS keeps it busy {b['tensor_pipe_pct']:.0f}% of the time",
+              f"their barrier stalls are {m[1]['stall_barrier']:.1f} and {m[2]['stall_barrier']:.1f} warps per issued instruction",
+              f"ncu reports {m[3]['stall_barrier']:.1f} and {m[4]['stall_barrier']:.1f} there (cuBLAS: {b['stall_barrier']:.1f})",
+              f"L2 reads fall from {l2[1]:.2f} GB (step 1, 64×128 tiles) to {l2[2]:.2f} GB (step 2, 128×128) and to "
+              f"{l2[3]:.2f} and {l2[4]:.2f} GB (steps 3 and 4, 128×256)",
+              f"HBM reads fall from {gb(m[1]['dram_read_bytes'])} to {gb(m[4]['dram_read_bytes'])}",
+              f"cuBLAS reads {gb(b['dram_read_bytes'])} from HBM, the same as step 4, but only "
+              f"{counters.derived(b)['l2_read_bytes'] / 1e9:.2f} GB from L2",
+              "`nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT`",
+              f"Step 4 writes {m[4]['dram_write_bytes'] / 1e9:.3f} GB to HBM, cuBLAS {b['dram_write_bytes'] / 1e9:.3f} GB",
+              f"({m[4]['sm_clock_hz'] / 1e6:.0f} and {b['sm_clock_hz'] / 1e6:.0f} MHz), step 4 takes {dur4:.1f} µs and "
+              f"cuBLAS {durb:.1f} µs",
+              f"The ratio of the two times, {durb / dur4:.2f}, equals the ratio of their busy shares "
+              f"({m[4]['tensor_pipe_pct']:.1f}% against {b['tensor_pipe_pct']:.1f}%)"]
+    assert f"{durb / dur4:.2f}" == f"{m[4]['tensor_pipe_pct'] / b['tensor_pipe_pct']:.2f}"
+    assert m[4]["dram_read_bytes"] / 1e9 == pytest.approx(b["dram_read_bytes"] / 1e9, abs=0.005)
+    # predict, then measure
+    pr = {s: {r["key"]: r for r in predictions.compare(L11, step=s)} for s in (1, 2, 3, 4)}
+    assert pr[1]["global_load_requests"]["predicted"] == m[1]["global_load_requests"] == 6291456
+    assert pr[1]["sectors_per_load_request"]["measured"] == 16
+    assert all(m[s]["global_load_requests"] == 0 for s in (2, 3, 4))
+    calc = {s: gc.compile_report(L11, arch="sm_90a", step=s).occupancy for s in (1, 3, 4)}
+    assert all(o.warps_per_sm == 12 and o.max_warps_per_sm == 64 for o in calc.values())
+    occ = {s: m[s]["achieved_occupancy_pct"] for s in m}
+    c_bytes = 4 * 4096 * 4096
+    writes = [r["metrics"]["dram_write_bytes"] for r in counters.recorded(L11) if r["level"] == L11]
+    l2r = [pr[s]["l2_read_bytes"]["ratio"] for s in pr] + [predictions.compare(L11, step=4, stages=3)[1]["ratio"]]
+    dr = [pr[s]["dram_read_bytes"]["ratio"] for s in pr]
+    claims += [f"{pr[1]['global_load_requests']['predicted']:,} loads of 16 sectors each at 4096³",
+               f"Measured: {m[1]['global_load_requests']:,.0f} requests of {pr[1]['sectors_per_load_request']['measured']:.1f} "
+               "sectors for step 1, and none for steps 2 to 4",
+               f"allows 12 of 64 warps per SM, {100 * 12 / 64:.2f}%",
+               f"Step 1 achieves {occ[1]:.0f}%, but steps 3 and 4 only {occ[3]:.0f}%",
+               f"9 of 64, {100 * 9 / 64:.1f}%; the counters measure {occ[3]:.2f}% and {occ[4]:.2f}%",
+               f"C is {c_bytes / 1e9:.3f} GB at 4096³",
+               f"HBM writes measure from {max(writes) / 1e9:.3f} GB (step 1) down to {min(writes) / 1e9:.3f} GB (steps 3 and 4)",
+               f"L2 reads are {min(l2r):.2f} to {max(l2r):.2f} of the tile-traffic model",
+               f"HBM reads are {min(dr):.1f} to {max(dr):.1f} times the {pr[1]['dram_read_bytes']['predicted'] / 1e9:.2f} GB"]
+    assert max(writes) == m[1]["dram_write_bytes"] and f"{min(writes) / 1e9:.3f}" == f"{m[3]['dram_write_bytes'] / 1e9:.3f}" \
+        == f"{m[4]['dram_write_bytes'] / 1e9:.3f}"
+    assert_prose_says(claims, prose)

@@ -113,3 +113,57 @@ def test_level9_compile_and_sass_numbers():
                f"through {d['LDG.32']} four-byte `LDG.32` for {d['HMMA']} `HMMA`",
                f"transposed in registers by {movm} `MOVM` instructions"]
     assert_prose_says(claims, prose)
+
+
+def test_level9_counters_and_predictions():
+    """'Why so far from cuBLAS' and 'Predict, then measure': the counters recorded at 4096³ (fp16) beside
+    the models of gemm_course.predictions."""
+    from gemm_course import counters, predictions
+
+    prose = _english_prose(ROOT / "notebooks" / "09_wmma.ipynb")
+    assert "not in the course yet" not in prose
+    d, s, b = (counters.find(L9, **p) for p in ({"staging": "none"}, {}, {"BM": 128, "BN": 128}))
+    assert {r["dtype"] for r in (d, s, b)} == {"float16"} and d["M"] == 4096
+    dm, sm, bm = d["metrics"], s["metrics"], b["metrics"]
+    cub = counters.find("cublas", dtype="float16")["metrics"]
+    assert [k for k, _ in counters.top_stalls(sm, 2)] == ["long_scoreboard", "short_scoreboard"]
+    assert [k for k, _ in counters.top_stalls(dm, 3)] == ["long_scoreboard", "mio_throttle", "lg_throttle"]
+    claims = [f"busy {sm['tensor_pipe_pct']:.0f}% of the time in the 64×64 setting and {bm['tensor_pipe_pct']:.0f}% in the "
+              f"128×128 one; cuBLAS's fp16 GEMM keeps it busy {cub['tensor_pipe_pct']:.0f}% of the time",
+              f"{sm['stall_long_scoreboard']:.1f} warps per issued instruction, against {sm['stall_short_scoreboard']:.1f} for "
+              f"the next reason (`short_scoreboard`) and {sm['stall_barrier']:.1f} for the barriers",
+              f"Its tensor pipe is busy {dm['tensor_pipe_pct']:.0f}% of the time",
+              f"L1 serves {dm['global_load_l1_hit_pct']:.0f}% of those sectors",
+              f"it takes {dm['global_load_requests']:,.0f} load instructions at 4096³",
+              f"`long_scoreboard` ({dm['stall_long_scoreboard']:.1f}), `mio_throttle` ({dm['stall_mio_throttle']:.1f}) and "
+              f"`lg_throttle` ({dm['stall_lg_throttle']:.1f})"]
+    assert "LDG.128" in _mix() and "LDG.32" not in _mix()  # the shared kernel's only global loads are 16-byte copies
+    # predict, then measure
+    rows = {k: {r["key"]: r for r in predictions.compare(L9, **p)}
+            for k, p in (("d", {"staging": "none"}), ("s", {}), ("b", {"BM": 128, "BN": 128}))}
+    pd, ps, pb = rows["d"], rows["s"], rows["b"]
+    assert pd["global_load_requests"]["predicted"] == dm["global_load_requests"] == 134217728
+    assert pd["sectors_per_load_request"]["predicted"] == pd["sectors_per_load_request"]["measured"] == 8
+    assert ps["global_load_requests"]["predicted"] == sm["global_load_requests"] == 8388608
+    assert ps["sectors_per_load_request"]["measured"] == pb["sectors_per_load_request"]["measured"] == 16
+    assert ps["ldmatrix_instructions"]["predicted"] == sm["ldmatrix_instructions"] == bm["ldmatrix_instructions"] == 16777216
+    assert sm["shared_load_instructions"] == bm["shared_load_instructions"] == 0
+    wf = [m["shared_load_wavefronts"] / m["ldmatrix_instructions"] for m in (sm, bm)]
+    assert sm["shared_load_conflicts"] < 0.01 * sm["shared_load_wavefronts"]
+    occ = [f"{r['achieved_occupancy_pct'][k]:.0f}%" for k in ("measured", "predicted") for r in (pd, ps, pb)]
+    l2 = [r["l2_read_bytes"]["ratio"] for r in (pd, ps, pb)]
+    dram = [r["dram_read_bytes"]["ratio"] for r in (pd, ps, pb)]
+    claims += [f"{pd['global_load_requests']['predicted']:,} load instructions at 4096³",
+               f"{pd['global_load_l1_hit_pct']['predicted']:.1f}%, should hit in L1",
+               f"{ps['global_load_requests']['predicted']:,} such loads for the 64×64 tiles",
+               f"{ps['ldmatrix_instructions']['predicted']:,} at 4096³ in both shared settings",
+               f"{dm['global_load_requests']:,.0f} requests, {pd['sectors_per_load_request']['measured']:.1f} sectors per request "
+               f"and an L1 hit rate of {dm['global_load_l1_hit_pct']:.2f}% for the direct kernel",
+               f"{sm['global_load_requests']:,.0f} requests of {ps['sectors_per_load_request']['measured']:.1f} sectors, "
+               f"{sm['ldmatrix_instructions']:,.0f} `ldmatrix` and {wf[0]:.2f} and {wf[1]:.2f} passes per `ldmatrix`",
+               f"it reports {sm['shared_load_conflicts']:,.0f} passes caused by conflicts, under 1% of them",
+               f"The achieved occupancy is {occ[0]}, {occ[1]} and {occ[2]}, against the calculator's {occ[3]}, {occ[4]} and {occ[5]}",
+               f"L2 reads are {l2[0]:.2f} times the tile-traffic model for the direct kernel but {l2[1]:.2f} and {l2[2]:.2f} "
+               "times for the 64×64 and 128×128 shared settings",
+               f"HBM reads are {min(dram):.1f} to {max(dram):.1f} times the {pd['dram_read_bytes']['predicted'] / 1e9:.2f} GB"]
+    assert_prose_says(claims, prose)

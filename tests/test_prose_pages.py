@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from gemm_course import autotune, get_level, levels, results
+from gemm_course import autotune, get_level, glossary, levels, results
 from gemm_course.levels import TUNED_WARP_TILING
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +19,7 @@ def english(page: str) -> str:
     """The English prose: text after each `+++ {"tags": ["lang-en"]}` line up to the next `+++`."""
     text = (REPO / "book" / page).read_text(encoding="utf-8")
     parts = re.split(r"(?m)^\+\+\+(.*)$", text)
-    return "\n".join(body for meta, body in zip(parts[1::2], parts[2::2]) if '"lang-en"' in meta)
+    return glossary.plain("\n".join(body for meta, body in zip(parts[1::2], parts[2::2]) if '"lang-en"' in meta))
 
 
 def rec(level: str, n: int, **params: Any) -> dict:
@@ -73,7 +73,27 @@ def _gap() -> dict[str, str]:
     return {"clock GHz": f"{ghz:.2f} GHz", "peak": f"{peak:.1f} TFLOPS", "cuBLAS 8192": f"{cublas:.1f} TFLOPS",
             "cuBLAS of peak": f"{cublas / peak:.0%}", "L8 8192": f"{r['tflops']:.1f} TFLOPS",
             "L8 of peak": f"{r['tflops'] / peak:.0%}",
-            "FMA per SM per cycle": f"{r['tflops'] * 1e12 / 2 / (p['sm_count'] * ghz * 1e9):.0f} of the 128"}
+            "FMA per SM per cycle": f"{r['tflops'] * 1e12 / 2 / (p['sm_count'] * ghz * 1e9):.0f} of the 128",
+            **_issue_slots()}
+
+
+def issue_slots(row: dict) -> dict[str, float]:
+    """A counter row's scheduler slots (%): issued at all, FFMA share of the instructions (M·N·K/32 FFMA),
+    slots with an FFMA, with another instruction, with nothing."""
+    m = row["metrics"]
+    share = row["M"] * row["N"] * row["K"] / 32 / m["instructions"]
+    issue = m["issue_active_pct"]
+    return {"issue": issue, "share": share, "ffma": issue * share, "other": issue * (1 - share), "idle": 100 - issue}
+
+
+def _issue_slots() -> dict[str, str]:
+    from gemm_course import counters
+    d, c = issue_slots(counters.find("08_warp_tiling")), issue_slots(counters.find("cublas", dtype="float32"))
+    return {"slots": (f"its default setting issues in {d['issue']:.0f}% of the cycles, and {d['share']:.0%} of what it "
+                      f"issues is FFMA, so an FFMA fills {d['ffma']:.0f}% of its slots; cuBLAS issues in {c['issue']:.0f}% "
+                      f"of the cycles, {c['share']:.0%} of it FFMA, and fills {c['ffma']:.0f}%"),
+            "slots lost": (f"({d['idle']:.0f}% for Level 8, {c['idle']:.0f}% for cuBLAS) and other instructions "
+                           f"({d['other']:.0f}% and {c['other']:.0f}%)")}
 
 
 def _tuning() -> dict[str, str]:

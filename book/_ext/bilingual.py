@@ -260,6 +260,26 @@ def _drop_widget_cdn(app: Sphinx, pagename: str, templatename: str, context: dic
                                    if not str(getattr(js, "filename", js)).startswith(("http://", "https://"))]
 
 
+def _drop_colab_for_text_pages(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    # Colab opens .ipynb files only; a page written as a MyST .md file would get a link Colab cannot
+    # open. Such pages keep their other header buttons (download, repository).
+    try:
+        source = app.env.doc2path(pagename)
+    except Exception:  # a generated page (search, genindex): nothing to launch
+        return
+    if str(source).endswith(".ipynb"):
+        return
+    kept = []
+    for button in context.get("header_buttons", []):
+        if button.get("type") == "group" and button.get("buttons"):
+            button = {**button, "buttons": [b for b in button["buttons"] if "colab" not in str(b.get("url", ""))]}
+            if not button["buttons"]:
+                continue
+        kept.append(button)
+    if "header_buttons" in context:
+        context["header_buttons"] = kept
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     _patch_markdown_cells()
     _silence_plotly_json()
@@ -269,6 +289,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
     app.connect("html-page-context", _drop_widget_cdn, priority=900)
+    app.connect("html-page-context", _drop_colab_for_text_pages, priority=900)
     app.add_js_file(None, body=HEAD_SCRIPT, priority=1)
     app.add_css_file("bilingual.css")
     app.add_js_file("bilingual.js", loading_method="defer")

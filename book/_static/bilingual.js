@@ -66,7 +66,97 @@
     });
   }
 
+  // Figures: every "English · 中文" string of a plotly figure (titles, axis titles, annotations,
+  // legend names, category labels) shows the chosen half. The originals are kept on the element.
+  function collect(obj, path, out) {
+    Object.keys(obj || {}).forEach(function (key) {
+      var v = obj[key], p = path ? path + "." + key : key;
+      if (typeof v === "string") { if (v.indexOf(SEP) >= 0) out[p] = v; }
+      else if (Array.isArray(v)) v.forEach(function (item, i) {
+        if (item && typeof item === "object") collect(item, p + "[" + i + "]", out);
+      });
+      else if (v && typeof v === "object" && key !== "template") collect(v, p, out);
+    });
+    return out;
+  }
+
+  function figureLang(div, lang) {
+    if (!window.Plotly || !div || !div.layout || !div.data) return;
+    if (!div._gemmLang) {
+      div._gemmLang = {layout: collect(div.layout, "", {}), traces: div.data.map(function (t) {
+        var keep = {};
+        ["name", "x", "y", "text"].forEach(function (k) {
+          var v = t[k];
+          if (typeof v === "string" && v.indexOf(SEP) >= 0) keep[k] = v;
+          else if (Array.isArray(v) && v.some(function (s) { return typeof s === "string" && s.indexOf(SEP) >= 0; })) keep[k] = v.slice();
+        });
+        return keep;
+      })};
+    }
+    var orig = div._gemmLang, update = {};
+    Object.keys(orig.layout).forEach(function (p) { update[p] = pick(orig.layout[p], lang); });
+    if (Object.keys(update).length) window.Plotly.relayout(div, update);
+    orig.traces.forEach(function (keep, i) {
+      var style = {};
+      Object.keys(keep).forEach(function (k) {
+        var v = keep[k];
+        style[k] = [Array.isArray(v) ? v.map(function (s) { return typeof s === "string" ? pick(s, lang) : s; })
+                                     : pick(v, lang)];
+      });
+      if (Object.keys(style).length) window.Plotly.restyle(div, style, [i]);
+    });
+  }
+
+  function figuresLang(lang) {
+    Array.prototype.forEach.call(document.querySelectorAll(".gemm-figure"), function (div) {
+      if (div.layout) figureLang(div, lang);
+    });
+  }
+  // A figure drawn after the page loaded (plots.py's script) asks for the current language.
+  window.gemmFigureLang = function (div) { figureLang(div, root.dataset.lang === "zh" ? "zh" : "en"); };
+
+  // The theme's own labels (sidebar, search, previous/next, buttons) in Chinese when 中文 is chosen.
+  var THEME_ZH = {
+    "Contents": "目录", "Search": "搜索", "Search this book...": "搜索本书…", "Previous": "上一页",
+    "Next": "下一页", "Back to top": "回到顶部", "Print to PDF": "打印为 PDF", "Fullscreen mode": "全屏模式",
+    "Download source file": "下载源文件", "Download notebook file": "下载笔记本文件",
+    "Download this page": "下载本页", "Launch interactive content": "启动交互式内容",
+    "Source repository": "源代码仓库", "Toggle navigation": "切换导航", "Light/Dark": "浅色/深色",
+    "Skip to main content": "跳到正文", "Search Results": "搜索结果"
+  };
+  var themeText = [];  // [node, english]
+  var themeAttrs = [];  // [element, attribute, english]
+  function findThemeLabels() {
+    var chrome = document.querySelectorAll(".bd-header-article, .bd-sidebar-primary, .bd-sidebar-secondary, " +
+      ".prev-next-area, .bd-search, .search-button, .bd-footer, .skip-link, #pst-back-to-top, .header-article-items");
+    Array.prototype.forEach.call(chrome, function (el) {
+      var walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT, null);
+      while (walker.nextNode()) {
+        var n = walker.currentNode, t = n.nodeValue.trim();
+        if (THEME_ZH[t] && !n.parentElement.closest(".lang-en, .lang-zh")) themeText.push([n, n.nodeValue]);
+      }
+      Array.prototype.forEach.call(el.querySelectorAll("[title], [placeholder], [aria-label], [data-bs-original-title]"),
+        function (e) {
+          ["title", "placeholder", "aria-label", "data-bs-original-title"].forEach(function (a) {
+            var v = e.getAttribute(a);
+            if (v && THEME_ZH[v.trim()]) themeAttrs.push([e, a, v]);
+          });
+        });
+    });
+  }
+  function themeLang(lang) {
+    themeText.forEach(function (x) {
+      var english = x[1];
+      x[0].nodeValue = lang === "zh" ? english.replace(english.trim(), THEME_ZH[english.trim()]) : english;
+    });
+    themeAttrs.forEach(function (x) {
+      x[0].setAttribute(x[1], lang === "zh" ? THEME_ZH[x[2].trim()] : x[2]);
+    });
+  }
+
   function apply(lang) {
+    themeLang(lang);
+    figuresLang(lang);
     root.dataset.lang = lang;
     root.lang = lang === "zh" ? "zh-CN" : "en";
     document.title = pick(originalTitle, lang);
@@ -88,6 +178,7 @@
   function init() {
     splitLinkTexts();
     tagTocLinks();
+    findThemeLabels();
     var buttons = document.querySelectorAll("#lang-switch [data-set-lang]");
     Array.prototype.forEach.call(buttons, function (b) {
       b.addEventListener("click", function () { setLang(b.getAttribute("data-set-lang")); });
