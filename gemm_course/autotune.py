@@ -6,6 +6,8 @@ spill registers; checks each survivor once for correctness; then times it with t
 """
 from __future__ import annotations
 
+import html
+
 from typing import Any, Callable, Iterable, Optional
 
 from . import device, results
@@ -110,12 +112,20 @@ def ladder_rows(sizes: Iterable[int] = (1024, 4096, 8192)) -> list[dict[str, str
     for row, lv in zip(rows, fp32):
         row["setting · 设置"] = ", ".join(f"{k}={v}" for k, v in lv.defaults.items())
         claim = results.SEED_CLAIMS.get(lv.id)
-        row["seed claim, 1024³ · 种子教程声称"] = f"{claim:.0%}" if claim is not None else "—"
+        row["seed claim, 1024³ · 原教程声称"] = f"{claim:.0%}" if claim is not None else "—"
     return rows
 
 
 def show_rows(rows: list[dict[str, str]]) -> Any:
-    """Display rows of `size_rows` or `ladder_rows` as a table (TFLOPS, % of cuBLAS in brackets)."""
+    """Display rows of `size_rows` or `ladder_rows` as a table (TFLOPS, % of cuBLAS in brackets), with a
+    caption that says what the cells are and where they were recorded."""
+    from IPython.display import HTML
+
     from .diagrams import table
 
-    return table(list(rows[0]), [list(r.values()) for r in rows])
+    provs = [results.recorded(r["level · 级别"])[0]["provenance"] for r in rows if results.recorded(r["level · 级别"])]
+    where = "; ".join(sorted({f"{p['gpu']}, {p['date'][:10]}" for p in provs}))
+    caption = (f"<p class='gemm-caption'><span class='lang-en'>Each cell: TFLOPS, and in brackets the fraction of "
+               f"cuBLAS measured in the same run. Recorded on {html.escape(where)}.</span><span class='lang-zh'>每格："
+               f"TFLOPS，括号内为同一次运行中 cuBLAS 的百分比。实测于 {html.escape(where)}。</span></p>")
+    return HTML(table(list(rows[0]), [list(r.values()) for r in rows]).data + caption)

@@ -24,7 +24,11 @@ LIVE_SIZES = (256, 512, 1024, 2048, 4096)
 def _html(en: str, zh: str) -> Any:
     from IPython.display import HTML
 
-    return HTML(f'<div class="gemm-note"><p class="lang-en">{en}</p><p class="lang-zh">{zh}</p></div>')
+    # <div>s: a half may be a table or a <pre> block, which a <p> cannot contain; text gets its <p>
+    def block(text: str) -> str:
+        return text if text.lstrip().startswith(("<table", "<pre", "<div")) else f"<p>{text}</p>"
+
+    return HTML(f'<div class="gemm-note"><div class="lang-en">{block(en)}</div><div class="lang-zh">{block(zh)}</div></div>')
 
 
 def status() -> Any:
@@ -461,7 +465,7 @@ def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[di
     ours = {r["level"]: r["ratio_to_cublas"] for r in records if r["M"] == n_claim and r["level"] != "cublas"}
     lv_ids = [lv.id for lv in levels() if not lv.uses_tensor_cores and (lv.id in results.SEED_CLAIMS or lv.id in ours)]
     fig = go.Figure([
-        go.Bar(name="seed guide's claim (RTX 3080, 1024³) · 种子教程声称", x=lv_ids,
+        go.Bar(name="seed guide's claim (RTX 3080, 1024³) · 原教程声称", x=lv_ids,
                y=[results.SEED_CLAIMS.get(i) for i in lv_ids], marker_color="#bbbbbb"),
         go.Bar(name=f"measured here ({n_claim}³) · 本课程实测", x=lv_ids, y=[ours.get(i) for i in lv_ids],
                marker_color="#1f77b4")])

@@ -197,3 +197,10 @@ def test_switch_reaches_figures_and_theme_labels(html_dir: Path) -> None:
     assert "window.gemmFigureLang" in figure_page.read_text(encoding="utf-8")
     css = (html_dir / "_static" / "bilingual.css").read_text(encoding="utf-8")
     assert "pre-wrap" in css and "max-width: 480px" in css
+
+
+def test_search_finds_chinese_and_english_words(html_dir: Path) -> None:
+    """The search index holds Chinese words (segmented) as well as English stems."""
+    index = (html_dir / "searchindex.js").read_text(encoding="utf-8")
+    for word in ("共享内存", "线程束", "warp", "coalesc"):
+        assert f'"{word}' in index, f"the search index has no entry starting with {word!r}"

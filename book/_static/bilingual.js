@@ -115,6 +115,39 @@
   // A figure drawn after the page loaded (plots.py's script) asks for the current language.
   window.gemmFigureLang = function (div) { figureLang(div, root.dataset.lang === "zh" ? "zh" : "en"); };
 
+  // Printed outputs that say the same thing twice, an English line followed by its Chinese line (or
+  // "English · 中文" on one line), show the chosen language only: each half gets a lang class.
+  var CJK = /[\u3400-\u9fff\uff00-\uffef]/;
+  function splitOutputs() {
+    var blocks = document.querySelectorAll("div.cell_output pre, div.output pre");
+    Array.prototype.forEach.call(blocks, function (pre) {
+      if (pre.dataset.gemmSplit || pre.querySelector(".lang-en, .lang-zh")) return;  // done, or marked up
+      var lines = pre.textContent.split("\n"), out = [], changed = false;
+      for (var i = 0; i < lines.length; i++) {
+        var line = lines[i], next = lines[i + 1], sep = line.indexOf(SEP);
+        if (!CJK.test(line) && next !== undefined && CJK.test(next) && line.trim() && /[A-Za-z]/.test(line)) {
+          out.push(["lang-en", line], ["lang-zh", next]);
+          i++;
+          changed = true;
+        } else if (sep > 0 && !CJK.test(line.slice(0, sep)) && CJK.test(line.slice(sep))) {
+          out.push(["lang-en", line.slice(0, sep)], ["lang-zh", line.slice(sep + SEP.length)]);
+          changed = true;
+        } else {
+          out.push(["", line]);
+        }
+      }
+      pre.dataset.gemmSplit = "1";
+      if (!changed) return;
+      pre.textContent = "";
+      out.forEach(function (part, j) {
+        var s = document.createElement("span");
+        if (part[0]) s.className = part[0];
+        s.textContent = part[1] + (j < out.length - 1 ? "\n" : "");
+        pre.appendChild(s);
+      });
+    });
+  }
+
   // The theme's own labels (sidebar, search, previous/next, buttons) in Chinese when 中文 is chosen.
   var THEME_ZH = {
     "Contents": "目录", "Search": "搜索", "Search this book...": "搜索本书…", "Previous": "上一页",
@@ -179,6 +212,7 @@
     splitLinkTexts();
     tagTocLinks();
     findThemeLabels();
+    splitOutputs();
     var buttons = document.querySelectorAll("#lang-switch [data-set-lang]");
     Array.prototype.forEach.call(buttons, function (b) {
       b.addEventListener("click", function () { setLang(b.getAttribute("data-set-lang")); });

@@ -16,7 +16,8 @@ from ..levels import get_level
 GRADE_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (7, 13, 5), (33, 65, 17), (70, 40, 100), (129, 127, 131))
 PROFILE_SHAPE = (64, 64, 64)
 TENSOR_CORE_SHAPES: tuple[tuple[int, int, int], ...] = ((64, 64, 64), (128, 200, 72), (256, 256, 256))
-GPU_TIMEOUT_S = 60
+GPU_TIMEOUT_S = 120
+TIMING_SIZE = 2048  # big enough to fill an H200 with any level's tiles, small enough to time in seconds
 
 
 @dataclass(frozen=True)
@@ -207,43 +208,88 @@ def _compile_for_gpu(ex: Any, source: str) -> Step:
                 f"可以为 {report.arch} 编译（{report.registers} 个寄存器）")
 
 
-def _gpu_run(ex: Any, source: str) -> Step:
+def _gpu_run(ex: Any, source: str) -> list[Step]:
+    """On a GPU that runs the level: the learner's kernel checked on odd shapes, then timed against the
+    level's own kernel and cuBLAS. In a child process with a time limit: a kernel that waits on a barrier
+    nobody arrives at hangs its GPU context, and must not take the notebook's process with it."""
     lv = get_level(ex.level)
     if not device.gpu_available() or not lv.setting_runs_on(device.compute_capability(), lv.resolve(**ex.params)):
-        return Step("gpu", None, "no GPU here that runs this level: correctness is checked on a GPU only",
-                    "这里没有能运行这一级的 GPU：正确性只能在 GPU 上检查")
-    # In a child process with a time limit: a kernel that waits on a barrier nobody arrives at hangs the GPU
-    # context, and must not take the notebook's process with it.
+        if not lv.uses_tensor_cores:
+            return []  # the CPU run above is the check; a GPU would only add a timing
+        return [Step("gpu", None, "no GPU here that runs this level: correctness is checked on a GPU only",
+                     "这里没有能运行这一级的 GPU：正确性只能在 GPU 上检查")]
     import json
     import subprocess
     import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = f"{tmp}/kernel.cu"
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(source)
-        program = ("import json, sys; from gemm_course.check import check\n"
-                   f"src = open({path!r}).read()\n"
-                   f"for M, N, K in {list(TENSOR_CORE_SHAPES)!r}:\n"
-                   f"    r = check({lv.id!r}, M, N, K, source=src, backend='cuda', **{dict(ex.params)!r})\n"
-                   "    print(json.dumps([r.passed, str(r)]), flush=True)\n"
-                   "    if not r.passed: break\n")
+        spec = f"{tmp}/spec.json"
+        with open(spec, "w", encoding="utf-8") as f:
+            json.dump({"level": lv.id, "params": dict(ex.params), "source": source}, f)
         try:
-            done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=GPU_TIMEOUT_S)
+            done = subprocess.run([sys.executable, "-m", "gemm_course.exercises.grade", spec],
+                                  capture_output=True, text=True, timeout=GPU_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            return Step("gpu", False, f"the kernel did not finish within {GPU_TIMEOUT_S} s on the GPU: a wait on an "
-                        "mbarrier or barrier that never completes (a missing arrive, a wrong phase)?",
-                        f"内核在 GPU 上 {GPU_TIMEOUT_S} 秒内没有结束：是否在等待一个永远不会完成的 mbarrier 或屏障"
-                        "（少了 arrive，或相位不对）？")
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
-    if done.returncode != 0 or not results:
+            return [Step("gpu", False, f"the kernel did not finish within {GPU_TIMEOUT_S} s on the GPU: a wait on an "
+                         "mbarrier or barrier that never completes (a missing arrive, a wrong phase)?",
+                         f"内核在 GPU 上 {GPU_TIMEOUT_S} 秒内没有结束：是否在等待一个永远不会完成的 mbarrier 或屏障"
+                         "（少了 arrive，或相位不对）？")]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    checks = [r["check"] for r in rows if "check" in r]
+    if done.returncode != 0 or not checks:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return Step("gpu", False, f"the GPU run failed: {tail}", f"GPU 运行失败：{tail}")
-    for passed, text in results:
+        return [Step("gpu", False, f"the GPU run failed: {tail}", f"GPU 运行失败：{tail}")]
+    for passed, text in checks:
         if not passed:
-            return Step("gpu", False, f"wrong on the GPU: {text}", f"在 GPU 上结果错误：{text}")
-    return Step("gpu", True, "right on the GPU", "在 GPU 上结果正确")
+            return [Step("gpu", False, f"wrong on the GPU: {text}", f"在 GPU 上结果错误：{text}")]
+    steps = [Step("gpu", True, f"right on the GPU ({len(checks)} shapes)", f"在 GPU 上结果正确（{len(checks)} 个形状）")]
+    timing = next((r["timing"] for r in rows if "timing" in r), None)
+    if timing:
+        n, gpu = timing["n"], timing["gpu"]
+        tf = {k: 2 * n**3 / (timing[k] * 1e-3) / 1e12 for k in ("yours_ms", "level_ms", "cublas_ms")}
+        steps.append(Step("speed", True,
+                          f"{gpu}, {n}³ (median, L2 flushed): yours {tf['yours_ms']:.2f} TFLOPS, the level's kernel "
+                          f"{tf['level_ms']:.2f}, cuBLAS {tf['cublas_ms']:.2f} ({tf['yours_ms'] / tf['cublas_ms']:.0%} of cuBLAS)",
+                          f"{gpu}，{n}³（中位数，已清空 L2）：你的内核 {tf['yours_ms']:.2f} TFLOPS，本级内核 "
+                          f"{tf['level_ms']:.2f}，cuBLAS {tf['cublas_ms']:.2f}（为 cuBLAS 的 {tf['yours_ms'] / tf['cublas_ms']:.0%}）"))
+    return steps
+
+
+def _gpu_child(spec_path: str) -> None:
+    """The child process of _gpu_run: print one JSON line per checked shape, then one with the timings."""
+    import json
+
+    import cupy
+
+    from ..bench import cublas_gemm, time_gpu
+    from ..check import check, epilogue_inputs, random_operands
+    from ..dtypes import storage_dtype, to_float64
+    from ..launch import gemm
+
+    spec = json.loads(open(spec_path, encoding="utf-8").read())
+    lv = get_level(spec["level"])
+    params, source = spec["params"], spec["source"]
+    shapes = TENSOR_CORE_SHAPES if lv.uses_tensor_cores else GRADE_SHAPES
+    for M, N, K in shapes:
+        r = check(lv, M, N, K, source=source, backend="cuda", **params)
+        print(json.dumps({"check": [r.passed, str(r)]}), flush=True)
+        if not r.passed:
+            return
+    n = TIMING_SIZE
+    dtype = lv.dtypes[0]
+    A, B = random_operands(n, n, n, dtype)
+    C = cupy.empty((n, n), dtype=lv.out_dtype or storage_dtype(dtype))
+    run = dict(params)
+    if lv.epilogue:
+        extra, C_initial, _ = epilogue_inputs(lv.resolve(**params), to_float64(A[:1]) @ to_float64(B), dtype, cupy)
+        run.update(extra)
+    timing = {"n": n, "gpu": device.gpu_name(),
+              "yours_ms": time_gpu(lambda: gemm(A, B, lv, out=C, source=source, **run)).median_ms,
+              "level_ms": time_gpu(lambda: gemm(A, B, lv, out=C, **run)).median_ms}
+    C_blas = cupy.empty((n, n), dtype=storage_dtype(dtype))
+    timing["cublas_ms"] = time_gpu(lambda: cublas_gemm(A, B, C_blas)).median_ms
+    print(json.dumps({"timing": timing}), flush=True)
 
 
 def grade(exercise_id: str, source: Optional[str] = None) -> Verdict:
@@ -272,6 +318,11 @@ def grade(exercise_id: str, source: Optional[str] = None) -> Verdict:
             raise ValueError(f"exercise {ex.id}: unknown check {kind!r}")
         if verdict.steps[-1].passed is False:
             return verdict
-    if lv.uses_tensor_cores:
-        verdict.steps.append(_gpu_run(ex, source))
+    verdict.steps += _gpu_run(ex, source)
     return verdict
+
+
+if __name__ == "__main__":  # the child process of _gpu_run
+    import sys
+
+    _gpu_child(sys.argv[1])
