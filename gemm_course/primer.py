@@ -172,7 +172,7 @@ def run_kernel(source: str, name: str, grid: int | Sequence[int], block: int | S
 
     kernel = _compiled_kernel(source, ("-std=c++17",), name)
     on_gpu = [cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in values]
-    kernel(grid3, block3, tuple(on_gpu), shared_mem=shared_bytes)
+    kernel(tuple(grid3), tuple(block3), tuple(on_gpu), shared_mem=shared_bytes)  # plain tuples: CuPy checks the exact type
     for host, dev in zip(values, on_gpu):
         if isinstance(host, np.ndarray) and host.flags.writeable:
             host[...] = cupy.asnumpy(dev)
