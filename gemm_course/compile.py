@@ -293,3 +293,35 @@ def compile_report(level: str | int | Level, arch: Optional[str] = None, source:
                          f"Pick arch='sm_{needed}' or a setting that older GPUs support")
     src = source if source is not None else kernel_source(lv)
     return _report_cached(lv.id, tuple(sorted(resolved.items())), arch, src)
+
+
+def cuda_headers_report() -> list[str]:
+    """Where the CUDA headers that the Tensor Core levels include come from, without machine paths.
+
+    One line per source, e.g. ``"cuda_fp16.h, cuda_bf16.h, mma.h: from the nvidia-cuda-runtime-cu12
+    wheel"``. The directories themselves (:func:`cuda_include_dirs`) hold this machine's absolute
+    paths, which do not belong in a printed page. Without any headers, the one line says how to
+    install them.
+    """
+    from pathlib import Path
+
+    try:
+        dirs = [Path(d) for d in cuda_include_dirs()]
+    except RuntimeError as err:
+        return [str(err)]
+
+    def origin(d: Path) -> str:
+        parts = d.parts
+        if "nvidia" in parts:
+            package = parts[parts.index("nvidia") + 1] if parts.index("nvidia") + 1 < len(parts) else ""
+            wheels = {"cuda_runtime": "nvidia-cuda-runtime-cu12", "cuda_nvcc": "nvidia-cuda-nvcc-cu12",
+                      "cu13": "CUDA 13 (nvidia/cu13)"}
+            return f"the {wheels.get(package, 'nvidia-' + package.replace('_', '-'))} wheel"
+        return "a CUDA toolkit"
+
+    by_origin: dict[str, list[str]] = {}
+    for header in _HEADERS_NEEDED:
+        home = next((d for d in dirs if (d / header).is_file()), None)
+        if home is not None:
+            by_origin.setdefault(origin(home), []).append(header)
+    return [f"{', '.join(headers)}: from {source}" for source, headers in by_origin.items()]
