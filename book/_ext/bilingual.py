@@ -36,6 +36,7 @@ Contract for figure scripts (``gemm_course.plots.show`` emits a ``text/html`` ou
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,24 @@ def _config_inited(app: Sphinx, config: Config) -> None:
     if SWITCH_TEMPLATE not in end:
         opts["article_header_end"] = [SWITCH_TEMPLATE, *end]
     config.html_theme_options = opts
+    _search_words(app, config)
+
+
+def _search_words(app: Sphinx, config: Config) -> None:
+    # With html_search_language "zh" the index splits Chinese into words (jieba), but a reader's query
+    # is not split: searching 线程束 finds it only if the index keeps 线程束 whole. Teach the splitter
+    # the course's own terms, from the glossary (one source), as a user dictionary.
+    if config.html_search_language != "zh":
+        return
+    try:
+        from gemm_course.glossary import TERMS
+    except ImportError:  # the package is not importable: the default dictionary still works
+        return
+    words = sorted({w for t in TERMS for w in t.zh_forms()
+                    if re.search(r"[\u4e00-\u9fff]", w) and not re.search(r"\s", w)})
+    path = Path(app.doctreedir) / "search_words.txt"
+    path.write_text("".join(f"{w} 100000\n" for w in words), encoding="utf-8")
+    config.html_search_options = {**(config.html_search_options or {}), "dict": str(path)}
 
 
 def _builder_inited(app: Sphinx) -> None:
