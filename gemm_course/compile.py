@@ -51,7 +51,9 @@ def cuda_include_dirs() -> tuple[str, ...]:
     raise RuntimeError(
         "the Tensor Core levels include cuda_fp16.h, cuda_bf16.h and mma.h, and no CUDA headers were found. Install "
         "them with `pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12` (requirements.txt does), "
-        "or set CUDA_PATH to a CUDA toolkit")
+        "or set CUDA_PATH to a CUDA toolkit / Tensor Core 各级的源码包含了 cuda_fp16.h、cuda_bf16.h 和 mma.h，但没有找到 "
+        "CUDA 头文件。请用 `pip install nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12` 安装（requirements.txt "
+        "里已经包含），或者把 CUDA_PATH 设为一个 CUDA 工具包的目录")
 
 
 def compile_options(level: Level) -> tuple[str, ...]:
@@ -92,7 +94,7 @@ def _compiled_kernel(source: str, options: tuple[str, ...], name: str, arch: Opt
     try:
         return module.get_function(name)  # compiles here, on first use
     except Exception as err:  # NVRTC's message is long; lead with what was being compiled
-        raise RuntimeError(f"compiling {name} failed:\n{err}") from None
+        raise RuntimeError(f"compiling {name} failed / 编译 {name} 失败:\n{err}") from None
 
 
 def get_kernel(level: str | int | Level, params: dict[str, Any], source: Optional[str] = None):
@@ -211,20 +213,22 @@ def nvrtc_compile(source: str, name: str, arch: str, options: tuple[str, ...] = 
     try:
         from cupy.cuda import nvrtc
     except ImportError as err:
-        raise RuntimeError("compile reports need CuPy: pip install -r requirements.txt") from err
+        raise RuntimeError("compile reports need CuPy: pip install -r requirements.txt / "
+                           "编译报告需要 CuPy：pip install -r requirements.txt") from err
     try:
         nvrtc.getVersion()
     except Exception as err:
         raise RuntimeError(
             "NVRTC (libnvrtc) was not found. Install the wheel: pip install nvidia-cuda-nvrtc-cu12 "
-            f"(or a CUDA toolkit). Details: {err}") from None
+            f"(or a CUDA toolkit); details: {err} / 没有找到 NVRTC（libnvrtc）。请安装 wheel：pip install "
+            "nvidia-cuda-nvrtc-cu12（或者安装 CUDA 工具包）") from None
     program = nvrtc.createProgram(source, name.split("<")[0] + ".cu", [], [])
     try:
         nvrtc.addNameExpression(program, name)
         try:
             nvrtc.compileProgram(program, [*options, f"-arch={arch}", "--ptxas-options=-v"])
         except Exception:
-            raise RuntimeError(f"NVRTC could not compile {name} for {arch}:\n"
+            raise RuntimeError(f"NVRTC could not compile {name} for {arch} / NVRTC 无法为 {arch} 编译 {name}:\n"
                                f"{nvrtc.getProgramLog(program)}") from None
         cubin = _complete_elf(nvrtc.getCUBIN(program))
         return cubin, nvrtc.getLoweredName(program, name), nvrtc.getProgramLog(program)
@@ -284,13 +288,17 @@ def compile_report(level: str | int | Level, arch: Optional[str] = None, source:
     if lv.arch_specific:  # wgmma and setmaxnreg exist on sm_90a only
         if arch.rstrip("a") != f"sm_{lv.min_cc}":
             raise ValueError(f"level {lv.id} is built for {lv.build_arch} only (Hopper's wgmma and setmaxnreg); "
-                             f"{arch} cannot run it. Use arch='{lv.build_arch}'")
+                             f"{arch} cannot run it. Use arch='{lv.build_arch}' / 第 {lv.number} 级（{lv.id}）只为 "
+                             f"{lv.build_arch} 编译（用到了 Hopper 的 wgmma 和 setmaxnreg），{arch} 无法运行它。"
+                             f"请使用 arch='{lv.build_arch}'")
         arch = lv.build_arch
     arch_limits(arch)  # fail early, with the list of known architectures
     needed = lv.required_cc(resolved)
     if int(arch[3:].rstrip("a")) < needed:
         raise ValueError(f"level {lv.id} with {resolved} needs sm_{needed} or newer; {arch} is older. "
-                         f"Pick arch='sm_{needed}' or a setting that older GPUs support")
+                         f"Pick arch='sm_{needed}' or a setting that older GPUs support / 第 {lv.number} 级（{lv.id}）"
+                         f"取 {resolved} 时需要 sm_{needed} 或更新的架构，{arch} 太旧了。请选 arch='sm_{needed}'，"
+                         "或者选一个旧 GPU 也支持的配置")
     src = source if source is not None else kernel_source(lv)
     return _report_cached(lv.id, tuple(sorted(resolved.items())), arch, src)
 

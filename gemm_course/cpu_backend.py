@@ -86,9 +86,30 @@ CACHE_ENV = "GEMM_COURSE_CPU_CACHE"
 
 
 # --- errors --------------------------------------------------------------------------------------
+#
+# Every message a learner can meet here is one line "English / 中文", as elsewhere in the course. The
+# errors a broken kernel raises keep the numbers they are made of as attributes (block, threads, lines,
+# ...), and each language is written from them; en and zh hold the two halves for a caller that shows
+# one language (the grader's English and Chinese verdicts).
+
+def bilingual(en: str, zh: str) -> str:
+    """The course's one-line form of a user-facing message: "English / 中文"."""
+    return f"{en} / {zh}"
+
+
+def _xyz(t: Sequence[int]) -> str:
+    """(x,y,z), as CUDA's indices are written in every message."""
+    return f"({t[0]},{t[1]},{t[2]})"
+
 
 class CpuBackendError(RuntimeError):
-    """Anything the CPU backend reports: compile problems, broken kernels, unsupported levels."""
+    """Anything the CPU backend reports: compile problems, broken kernels, unsupported levels.
+
+    str(err) is "English / 中文" on one line; err.en and err.zh are the two halves."""
+
+    def __init__(self, en: str, zh: str = ""):
+        self.en, self.zh = en, zh or en
+        super().__init__(bilingual(en, zh) if zh else en)
 
 
 class CompilerNotFoundError(CpuBackendError):
@@ -96,19 +117,47 @@ class CompilerNotFoundError(CpuBackendError):
 
 
 class CpuCompileError(CpuBackendError):
-    """The C++ compiler rejected the kernel source; the message holds its output."""
+    """The C++ compiler rejected the kernel source. The first line says so in both languages; log (the
+    compiler's output, and a hint when the cause is recognised) follows on the next lines."""
+
+    def __init__(self, en: str, zh: str = "", log: str = ""):
+        super().__init__(en, zh)
+        self.log = log
+        if log:
+            self.args = (f"{self.args[0]}:\n{log}",)
 
 
 class KernelBarrierError(CpuBackendError):
-    """A __syncthreads() that not all threads of a block reach (or not the same one)."""
+    """A __syncthreads() that not all threads of a block reach (or not the same one).
+
+    Attributes: block; threads and lines (kind "partial": the first thread waiting and the first that
+    had returned, and the barrier's line; kind "divergent": two threads at different barriers and
+    their lines); waiting and total (threads at the barrier, threads in the block)."""
+
+    def __init__(self, en: str, zh: str = "", kind: str = "", block: tuple = (), threads: tuple = (),
+                 lines: tuple = (), waiting: int = 0, total: int = 0):
+        super().__init__(en, zh)
+        self.kind, self.block, self.threads, self.lines = kind, block, threads, lines
+        self.waiting, self.total = waiting, total
 
 
 class KernelTimeoutError(CpuBackendError):
-    """A thread ran for timeout_s without reaching a barrier or returning."""
+    """A thread ran for timeout_s without reaching a barrier or returning. Attributes: block, thread, seconds."""
+
+    def __init__(self, en: str, zh: str = "", block: tuple = (), thread: tuple = (), seconds: float = 0.0):
+        super().__init__(en, zh)
+        self.block, self.thread, self.seconds = block, thread, seconds
 
 
 class KernelCrashError(CpuBackendError):
-    """The kernel stopped with a signal: integer division by zero, __trap(), a crash."""
+    """The kernel stopped with a signal: integer division by zero, __trap(), a crash.
+
+    Attributes (where known): block, thread, signal_name (e.g. "SIGSEGV"), address (the faulting one)."""
+
+    def __init__(self, en: str, zh: str = "", block: tuple = (), thread: tuple = (), signal_name: str = "",
+                 address: int = 0):
+        super().__init__(en, zh)
+        self.block, self.thread, self.signal_name, self.address = block, thread, signal_name, address
 
 
 class KernelMemoryError(KernelCrashError):
@@ -121,9 +170,9 @@ class KernelRaceError(CpuBackendError):
     Attributes: block, threads (earlier, later: (x, y, z) each), lines (earlier, later: "file:line"),
     actions (earlier, later: "wrote" or "read"), shared_offset (the word's byte offset)."""
 
-    def __init__(self, message: str, block: tuple = (), threads: tuple = (), lines: tuple = (),
+    def __init__(self, en: str, zh: str = "", block: tuple = (), threads: tuple = (), lines: tuple = (),
                  actions: tuple = (), shared_offset: int = 0):
-        super().__init__(message)
+        super().__init__(en, zh)
         self.block, self.threads, self.lines, self.actions = block, threads, lines, actions
         self.shared_offset = shared_offset
 
@@ -144,7 +193,9 @@ def find_compiler() -> list[str]:
         raise CompilerNotFoundError(
             f"the CPU backend needs a C++ compiler: CXX={env!r} is set, but {cmd[0]!r} was not found "
             "on PATH. Point CXX at an installed compiler (e.g. CXX=g++), or unset it to use "
-            f"{' / '.join(COMPILERS)}.")
+            f"{', '.join(COMPILERS)}.",
+            f"CPU 后端需要 C++ 编译器：环境变量 CXX={env!r} 已设置，但在 PATH 中找不到 {cmd[0]!r}。请让 CXX "
+            f"指向一个已安装的编译器（例如 CXX=g++），或者取消设置 CXX，改用 {'、'.join(COMPILERS)}。")
     for name in COMPILERS:
         if shutil.which(name):
             return [name]
@@ -152,7 +203,10 @@ def find_compiler() -> list[str]:
         "the CPU backend needs a C++ compiler and none was found: looked for "
         f"{', '.join(COMPILERS)} on PATH, and the environment variable CXX is not set. Install one "
         "(Debian/Ubuntu: apt install g++; macOS: xcode-select --install; conda: conda install "
-        "gxx_linux-64) or set CXX to its path.")
+        "gxx_linux-64) or set CXX to its path.",
+        f"CPU 后端需要 C++ 编译器，但没有找到：在 PATH 中查找了 {'、'.join(COMPILERS)}，环境变量 CXX 也没有设置。"
+        "请安装一个（Debian/Ubuntu：apt install g++；macOS：xcode-select --install；conda：conda install "
+        "gxx_linux-64），或者把 CXX 设为它的路径。")
 
 
 @functools.lru_cache(maxsize=None)
@@ -261,7 +315,9 @@ def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu", rac
     shared-memory race detector (a launch then raises KernelRaceError for a race)."""
     if sys.platform == "win32":
         raise CpuBackendError("the CPU backend needs Linux or macOS (it uses ucontext and POSIX signals); "
-                              "on Windows, run the course in WSL, or on a GPU")
+                              "on Windows, run the course in WSL, or on a GPU",
+                              "CPU 后端需要 Linux 或 macOS（它用到 ucontext 和 POSIX 信号）；在 Windows 上请在 WSL "
+                              "中运行本课程，或者使用 GPU")
     cmd = tuple(find_compiler())
     cache = cache_dir()
     flags = _flags(cmd, cache)
@@ -305,10 +361,13 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
             log = (result.stderr + result.stdout).replace(str(cpp), "kernel.cpp")
             hint = ""
             if re.search(r"\basm\b|no such instruction|unknown mnemonic|invalid instruction", log):
-                hint = ("\nThe kernel seems to contain inline PTX (asm). The CPU backend compiles PTX-free code "
-                        "only: put the asm under `#ifndef GEMM_COURSE_CPU` with a plain C++ alternative.")
-            raise CpuCompileError(f"compiling {kernel} for the CPU backend failed ({' '.join(cmd)}):\n"
-                                  f"{log.strip()}{hint}")
+                hint = "\n" + bilingual(
+                    "The kernel seems to contain inline PTX (asm). The CPU backend compiles PTX-free code "
+                    "only: put the asm under `#ifndef GEMM_COURSE_CPU` with a plain C++ alternative.",
+                    "内核里似乎有内联 PTX（asm）。CPU 后端只能编译不含 PTX 的代码：请把 asm 放进 "
+                    "`#ifndef GEMM_COURSE_CPU` 分支，并提供一个普通 C++ 的替代实现。")
+            raise CpuCompileError(f"compiling {kernel} for the CPU backend failed ({' '.join(cmd)})",
+                                  f"为 CPU 后端编译 {kernel} 失败（{' '.join(cmd)}）", log=f"{log.strip()}{hint}")
         os.replace(out, path)  # atomic: a concurrent process sees the whole library or none
 
 
@@ -331,12 +390,13 @@ class _ErrorInfo(ctypes.Structure):
                 ("block", ctypes.c_int * 3), ("thread", ctypes.c_int * 3), ("line", ctypes.c_int),
                 ("message", ctypes.c_char * 1024), ("other_thread", ctypes.c_int * 3),
                 ("code_offset", ctypes.c_ulonglong * 2), ("shared_offset", ctypes.c_ulonglong),
-                ("race_kind", ctypes.c_int)]
+                ("race_kind", ctypes.c_int), ("other_line", ctypes.c_int), ("count", ctypes.c_longlong)]
 
 
 _OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE, _INTERRUPTED = range(9)
 _RACE_KINDS = ("wrote", "read", "wrote")  # what the later access did (write-write, read-after-write, write-after-read)
 _EARLIER_KINDS = ("wrote", "wrote", "read")
+_ACTIONS_ZH = {"wrote": "写入", "read": "读取"}
 
 _SCALARS: dict[str, tuple[Any, str]] = {  # C++ parameter type -> (ctypes type, numpy dtype)
     "float": (ctypes.c_float, "float32"), "double": (ctypes.c_double, "float64"),
@@ -369,7 +429,8 @@ class _Guarded:
         self.page = page
         self.address = lib.gc_guarded_alloc(max(self.nbytes, 1))
         if not self.address:
-            raise MemoryError(f"could not map {self.capacity} bytes for {name}")
+            raise MemoryError(bilingual(f"could not map {self.capacity} bytes for {name}",
+                                        f"无法为 {name} 映射 {self.capacity} 字节内存"))
         ctypes.memmove(self.address, array.ctypes.data, self.nbytes)
         self.tail = self._expected_tail()
         ctypes.memmove(self.address + self.nbytes, self.tail, len(self.tail))
@@ -394,17 +455,25 @@ class _Guarded:
     def contains(self, address: int) -> bool:
         return self.address - self.page <= address < self.address + self.capacity + self.page
 
-    def describe(self, byte_offset: int) -> str:
-        """e.g. "C[7, 0] (element 91, past its last element; C is 7×13)"."""
+    def describe(self, byte_offset: int, lang: str = "en") -> str:
+        """e.g. "C[7, 0] (element 91, past its last element; C is 7×13)"; lang="zh": the same in Chinese."""
         a = self.array
         item = a.itemsize
         element = byte_offset // item
-        where = "before its first element" if element < 0 else "past its last element"
+        before = element < 0
         if a.ndim == 2 and a.shape[1] > 0:
             r, c = divmod(element, a.shape[1])
-            return (f"{self.name}[{r}, {c}] (element {element}, {where}; {self.name} is "
+            if lang == "zh":
+                return (f"{self.name}[{r}, {c}]（元素 {element}，{'在第一个元素之前' if before else '在最后一个元素之后'}；"
+                        f"{self.name} 的形状是 {a.shape[0]}×{a.shape[1]}）")
+            return (f"{self.name}[{r}, {c}] (element {element}, "
+                    f"{'before its first element' if before else 'past its last element'}; {self.name} is "
                     f"{a.shape[0]}×{a.shape[1]})")
-        return f"{self.name}[{element}] ({where}; {self.name} has {a.size} elements)"
+        if lang == "zh":
+            return (f"{self.name}[{element}]（{'在第一个元素之前' if before else '在最后一个元素之后'}；"
+                    f"{self.name} 共有 {a.size} 个元素）")
+        return (f"{self.name}[{element}] ({'before its first element' if before else 'past its last element'}; "
+                f"{self.name} has {a.size} elements)")
 
 
 class CpuKernel:
@@ -448,10 +517,13 @@ class CpuKernel:
         kernel. profile (a race-check build only): return the first block's memory accesses as an
         AccessLog (see gemm_course.warp_access, which turns them into sectors and bank wavefronts)."""
         if profile and not self.race_check:
-            raise CpuBackendError("profile=True needs a kernel compiled with race_check=True (the instrumented build)")
+            raise CpuBackendError("profile=True needs a kernel compiled with race_check=True (the instrumented build)",
+                                  "profile=True 需要用 race_check=True 编译的内核（带插桩的版本）")
         if len(args) != len(self.parameters):
-            raise TypeError(f"{self.kernel} takes {len(self.parameters)} arguments "
-                            f"({', '.join(self.parameters)}); got {len(args)}")
+            raise TypeError(bilingual(f"{self.kernel} takes {len(self.parameters)} arguments "
+                                      f"({', '.join(self.parameters)}); got {len(args)}",
+                                      f"{self.kernel} 接受 {len(self.parameters)} 个参数（{', '.join(self.parameters)}），"
+                                      f"实际传入了 {len(args)} 个"))
         names = list(names or [chr(ord("A") + i) if i < 26 else f"arg{i}" for i in range(len(args))])
         guarded: list[_Guarded] = []
         values: list[Any] = []
@@ -475,9 +547,9 @@ class CpuKernel:
                 code = self._run_interruptibly(config, argv, err)
                 count = self._lib.gc_profile_count() if profile else 0
             if code == _INTERRUPTED:
-                raise KeyboardInterrupt(f"{self.kernel}: stopped on the CPU backend")
+                raise KeyboardInterrupt(self._stopped())
             if code != _OK:
-                raise self._error(code, err, guarded)
+                raise self._error(code, err, guarded, config)
             log = None
             if profile:
                 log = AccessLog(self, records[:count].copy(), launch,
@@ -488,7 +560,9 @@ class CpuKernel:
                 if offset is not None:
                     raise KernelMemoryError(
                         f"{self.kernel} wrote out of bounds: {g.describe(offset)}. An edge guard that lets "
-                        "threads past the edge of the matrix (`<=` for `<`, or a missing check)?")
+                        "threads past the edge of the matrix (`<=` for `<`, or a missing check)?",
+                        f"{self.kernel} 越界写入了 {g.describe(offset, 'zh')}。是否边界判断放过了矩阵边缘之外的线程"
+                        "（把 `<` 写成了 `<=`，或者漏了判断）？")
             for g in guarded:
                 if g.writable:
                     g.copy_back()
@@ -520,8 +594,11 @@ class CpuKernel:
                 interrupted = True
                 self._lib.gc_request_stop()
         if interrupted:
-            raise KeyboardInterrupt(f"{self.kernel}: stopped on the CPU backend")
+            raise KeyboardInterrupt(self._stopped())
         return done["code"]
+
+    def _stopped(self) -> str:
+        return bilingual(f"{self.kernel}: stopped on the CPU backend", f"{self.kernel}：已在 CPU 后端上中止")
 
     def _stack_pool(self) -> int:
         """The process's fiber stacks (allocated once; every kernel's launches share them)."""
@@ -529,7 +606,8 @@ class CpuKernel:
         if slot not in _stacks:
             pool = self._lib.gc_stack_pool()
             if not pool:
-                raise MemoryError("could not reserve address space for 1024 fiber stacks")
+                raise MemoryError(bilingual("could not reserve address space for 1024 fiber stacks",
+                                            "无法为 1024 个纤程栈预留地址空间"))
             _stacks[slot] = pool
         return _stacks[slot]
 
@@ -537,73 +615,128 @@ class CpuKernel:
         element = ctype[:-1].removeprefix("const ").strip()
         dtype = _SCALARS.get(element, (None, None))[1]
         if not isinstance(arg, np.ndarray):
-            raise TypeError(f"argument {i} ({name}) of {self.kernel} is {ctype}: pass a numpy.ndarray "
-                            f"(got {type(arg).__name__})")
+            raise TypeError(bilingual(f"argument {i} ({name}) of {self.kernel} is {ctype}: pass a numpy.ndarray "
+                                      f"(got {type(arg).__name__})",
+                                      f"{self.kernel} 的参数 {i}（{name}）类型是 {ctype}：请传入 numpy.ndarray"
+                                      f"（实际是 {type(arg).__name__}）"))
         if dtype is not None and str(arg.dtype) != dtype:
-            raise TypeError(f"argument {i} ({name}) of {self.kernel} is {ctype} but the array is {arg.dtype}; "
-                            f"convert it with .astype(numpy.{dtype})")
+            raise TypeError(bilingual(f"argument {i} ({name}) of {self.kernel} is {ctype} but the array is {arg.dtype}; "
+                                      f"convert it with .astype(numpy.{dtype})",
+                                      f"{self.kernel} 的参数 {i}（{name}）类型是 {ctype}，但数组是 {arg.dtype}；"
+                                      f"请用 .astype(numpy.{dtype}) 转换"))
         if not arg.flags.c_contiguous:
-            raise ValueError(f"argument {i} ({name}) must be C-contiguous; use numpy.ascontiguousarray")
+            raise ValueError(bilingual(f"argument {i} ({name}) must be C-contiguous; use numpy.ascontiguousarray",
+                                       f"参数 {i}（{name}）必须是 C 连续的数组；请用 numpy.ascontiguousarray"))
         writable = not ctype.startswith("const ")
         if writable and not arg.flags.writeable:
-            raise ValueError(f"argument {i} ({name}) is {ctype}, but the array is read-only")
+            raise ValueError(bilingual(f"argument {i} ({name}) is {ctype}, but the array is read-only",
+                                       f"参数 {i}（{name}）类型是 {ctype}，但数组是只读的"))
         return _Guarded(self._lib, arg, name, writable)
 
     def _scalar(self, i: int, ctype: str, arg: Any, name: str) -> Any:
         if ctype not in _SCALARS:
-            raise TypeError(f"parameter {i} of {self.kernel} has type {ctype!r}, which the CPU backend "
-                            "cannot pass; use float, double, an integer type or a pointer to one")
+            raise TypeError(bilingual(f"parameter {i} of {self.kernel} has type {ctype!r}, which the CPU backend "
+                                      "cannot pass; use float, double, an integer type or a pointer to one",
+                                      f"{self.kernel} 的参数 {i} 类型是 {ctype!r}，CPU 后端无法传递这种类型；"
+                                      "请使用 float、double、整数类型，或指向它们的指针"))
         c_type, dtype = _SCALARS[ctype]
         if isinstance(arg, np.ndarray) and arg.ndim == 0:
             arg = arg[()]
         if np.dtype(dtype).kind in "iub":
             if not isinstance(arg, (int, np.integer, bool, np.bool_)):
-                raise TypeError(f"argument {i} ({name}) of {self.kernel} is {ctype}; got {arg!r}")
+                raise TypeError(bilingual(f"argument {i} ({name}) of {self.kernel} is {ctype}; got {arg!r}",
+                                          f"{self.kernel} 的参数 {i}（{name}）类型是 {ctype}；实际传入了 {arg!r}"))
             info = np.iinfo(dtype) if dtype != "bool" else None
             if info is not None and not info.min <= int(arg) <= info.max:
-                raise OverflowError(f"argument {i} ({name}) = {arg} does not fit in {ctype}")
+                raise OverflowError(bilingual(f"argument {i} ({name}) = {arg} does not fit in {ctype}",
+                                              f"参数 {i}（{name}）= {arg} 超出了 {ctype} 的表示范围"))
             return c_type(int(arg))
         return c_type(float(arg))
 
-    def _error(self, code: int, err: _ErrorInfo, guarded: list[_Guarded]) -> CpuBackendError:
+    def _error(self, code: int, err: _ErrorInfo, guarded: list[_Guarded], config: "_LaunchConfig") -> CpuBackendError:
+        """The exception for a failed launch. The English text is the header's message (or written here);
+        the Chinese one is written here from err's numbers, never translated from the English."""
         message = err.message.decode(errors="replace")
+        en = f"{self.kernel}: {message}"
+        block, thread, other = tuple(err.block), tuple(err.thread), tuple(err.other_thread)
+        who = f"thread {_xyz(thread)} of block {_xyz(block)}"
+        who_zh = f"线程块 {_xyz(block)} 中的线程 {_xyz(thread)}"
+        try:
+            signal_name = signal.Signals(err.signal).name
+        except ValueError:
+            signal_name = f"signal {err.signal}"
         if code == _RACE:
             return self._race(err)
-        if code in (_BARRIER_PARTIAL, _BARRIER_DIVERGENT):
-            return KernelBarrierError(f"{self.kernel}: {message}")
+        if code == _BARRIER_PARTIAL:
+            total = config.block[0] * config.block[1] * config.block[2]
+            waiting = int(err.count)
+            return KernelBarrierError(
+                en, f"{self.kernel}：线程块 {_xyz(block)} 的 {total} 个线程中只有 {waiting} 个到达了第 {err.line} 行的 "
+                "__syncthreads()：屏障是否放在了并非所有线程都会进入的分支里？另外 "
+                f"{total - waiting} 个线程已经从内核返回，第一个是线程 {_xyz(other)}。在 GPU 上这会让内核卡死，"
+                "或者悄悄跳过这次同步。请把屏障移到分支之外（例如，在含 __syncthreads() 的内核里，不要让越界的线程"
+                "提前 `return`）。",
+                kind="partial", block=block, threads=(thread, other), lines=(err.line,), waiting=waiting, total=total)
+        if code == _BARRIER_DIVERGENT:
+            return KernelBarrierError(
+                en, f"{self.kernel}：线程块 {_xyz(block)} 的线程停在了不同的 __syncthreads() 上：线程 {_xyz(other)} "
+                f"在第 {err.other_line} 行，线程 {_xyz(thread)} 在第 {err.line} 行。一个线程块的所有线程必须到达同一个"
+                "屏障；是否有 __syncthreads() 放在了各线程走向不同的分支或循环里？",
+                kind="divergent", block=block, threads=(other, thread), lines=(err.other_line, err.line))
         if code == _TIMEOUT:
-            return KernelTimeoutError(f"{self.kernel}: {message}")
+            seconds = float(config.timeout_s)
+            return KernelTimeoutError(
+                en, f"{self.kernel}：{who_zh} 运行了 {seconds:.3g} 秒，既没有到达 __syncthreads()，也没有返回：可能是"
+                "死循环，或者在等待另一个线程的写入（CPU 后端把一个线程块的线程逐个执行，每个线程一直运行到它的下一个"
+                "屏障，所以自旋等待另一个线程永远等不到）",
+                block=block, thread=thread, seconds=seconds)
         if code == _STACK_OVERFLOW:
-            return KernelMemoryError(f"{self.kernel}: {message}")
+            return KernelMemoryError(
+                en, f"{self.kernel}：{who_zh} 用完了它的 {int(err.count) // 1024} KiB 栈：局部数组太大，或者递归太深",
+                block=block, thread=thread, signal_name=signal_name, address=int(err.address))
+        if code == _BAD_CONFIG:
+            grid, threads_per_block = tuple(config.grid), config.block[0] * config.block[1] * config.block[2]
+            if min(grid) < 1 or min(config.block) < 1:
+                zh = f"网格和线程块每一维的大小都必须至少为 1（grid={_xyz(grid)}，block={_xyz(config.block)}）"
+            elif threads_per_block > 1024:
+                zh = f"每个线程块 {threads_per_block} 个线程，超过了 CUDA 的上限 1024"
+            else:
+                zh = f"没有栈池，或者内存不足，无法分配 {config.dynamic_shared_bytes} 字节的动态共享内存"
+            return CpuBackendError(en, f"{self.kernel}：{zh}")
         if code == _FAULT:
-            who = (f"thread ({err.thread[0]},{err.thread[1]},{err.thread[2]}) of block "
-                   f"({err.block[0]},{err.block[1]},{err.block[2]})")
-            try:
-                signal_name = signal.Signals(err.signal).name
-            except ValueError:
-                signal_name = f"signal {err.signal}"
+            where = dict(block=block, thread=thread, signal_name=signal_name, address=int(err.address))
             if err.signal == signal.SIGFPE:
-                return KernelCrashError(f"{self.kernel}: {who} divided an integer by zero ({signal_name})")
+                return KernelCrashError(f"{self.kernel}: {who} divided an integer by zero ({signal_name})",
+                                        f"{self.kernel}：{who_zh} 做了除数为零的整数除法（{signal_name}）", **where)
             if err.signal == signal.SIGILL:
                 return KernelMemoryError(
                     f"{self.kernel}: {who} stopped at a trap ({signal_name}): a misaligned access — e.g. a "
                     "float4 load or store at an address that is not a multiple of 16 bytes, which faults on a "
-                    "GPU too (is the row length a multiple of 4?) — or a __trap()")
+                    "GPU too (is the row length a multiple of 4?) — or a __trap()",
+                    f"{self.kernel}：{who_zh} 停在了一条陷阱指令上（{signal_name}）：可能是未对齐访问，例如 float4 的"
+                    "读写地址不是 16 字节的整数倍，这在 GPU 上同样会出错（行长是 4 的倍数吗？），也可能是调用了 __trap()",
+                    **where)
             for g in guarded:
                 if g.contains(err.address):
+                    offset = err.address - g.address
                     return KernelMemoryError(
-                        f"{self.kernel}: {who} accessed {g.describe(err.address - g.address)}, out of bounds "
+                        f"{self.kernel}: {who} accessed {g.describe(offset)}, out of bounds "
                         f"(caught by a guard page, {signal_name}). An index off by one at an edge, or a "
-                        "missing edge guard?")
+                        "missing edge guard?",
+                        f"{self.kernel}：{who_zh} 越界访问了 {g.describe(offset, 'zh')}，被保护页捕获（{signal_name}）。"
+                        "是否在边界处下标差了一，或者漏了边界判断？", **where)
             if err.address == 0:
                 return KernelMemoryError(
                     f"{self.kernel}: {who} crashed ({signal_name}, no address): a misaligned vector access "
-                    "(a float4 load or store needs a 16-byte-aligned address, as on a GPU) or a null pointer")
+                    "(a float4 load or store needs a 16-byte-aligned address, as on a GPU) or a null pointer",
+                    f"{self.kernel}：{who_zh} 崩溃了（{signal_name}，没有给出地址）：可能是未对齐的向量访问（与 GPU 上"
+                    "一样，float4 的读写需要 16 字节对齐的地址），或者空指针", **where)
             return KernelMemoryError(
                 f"{self.kernel}: {who} crashed ({signal_name}) at address {err.address:#x}, which is not "
-                "next to any argument array: a wild pointer, or an index far out of range")
-        return CpuBackendError(f"{self.kernel}: {message}")
-
+                "next to any argument array: a wild pointer, or an index far out of range",
+                f"{self.kernel}：{who_zh} 在地址 {err.address:#x} 处崩溃（{signal_name}），这个地址不在任何参数数组"
+                "附近：可能是野指针，或者下标远远超出了范围", **where)
+        return CpuBackendError(en, f"{self.kernel}：CPU 后端报告了错误（代码 {code}），原文见英文部分")
 
     def source_line(self, offset: int) -> str:
         """'file:line' of a code offset in the library (addr2line), the kernel's own file preferred
@@ -642,18 +775,22 @@ class CpuKernel:
     def _race(self, err: _ErrorInfo) -> "KernelRaceError":
         kind = err.race_kind
         later, earlier = (tuple(err.thread), tuple(err.other_thread))
-        fmt = lambda t: f"({t[0]},{t[1]},{t[2]})"  # noqa: E731
         lines = self.source_lines([err.code_offset[1], err.code_offset[0]])
         where = (lines[err.code_offset[1]], lines[err.code_offset[0]])
+        actions = (_EARLIER_KINDS[kind], _RACE_KINDS[kind])
         return KernelRaceError(
-            f"{self.kernel}: shared-memory race in block {fmt(err.block)}: thread {fmt(earlier)} "
-            f"{_EARLIER_KINDS[kind]} a shared word (byte {err.shared_offset} of shared memory) at "
-            f"{where[0]}, and thread {fmt(later)} {_RACE_KINDS[kind]} it at "
+            f"{self.kernel}: shared-memory race in block {_xyz(err.block)}: thread {_xyz(earlier)} "
+            f"{actions[0]} a shared word (byte {err.shared_offset} of shared memory) at "
+            f"{where[0]}, and thread {_xyz(later)} {actions[1]} it at "
             f"{where[1]} with no __syncthreads() between them. On a GPU the "
             "result depends on which thread runs first: put a __syncthreads() between the write and the "
             "other thread's access (or give each thread its own word).",
-            block=tuple(err.block), threads=(earlier, later), lines=where,
-            actions=(_EARLIER_KINDS[kind], _RACE_KINDS[kind]), shared_offset=int(err.shared_offset))
+            f"{self.kernel}：线程块 {_xyz(err.block)} 中出现共享内存竞争：线程 {_xyz(earlier)} 在 {where[0]} "
+            f"{_ACTIONS_ZH[actions[0]]}了共享内存中的一个字（第 {err.shared_offset} 字节），线程 {_xyz(later)} 在 "
+            f"{where[1]} {_ACTIONS_ZH[actions[1]]}了同一个字，两者之间没有 __syncthreads()。在 GPU 上结果取决于哪个"
+            "线程先执行：请在写入与另一个线程的访问之间加上 __syncthreads()（或者让每个线程使用自己的字）。",
+            block=tuple(err.block), threads=(earlier, later), lines=where, actions=actions,
+            shared_offset=int(err.shared_offset))
 
 
 class AccessLog:
@@ -687,10 +824,12 @@ def require_small(work: int, what: str) -> None:
     """Refuse a problem the CPU backend would take minutes over, saying how to allow it anyway."""
     limit = max_work()
     if work > limit:
-        raise ValueError(
+        raise ValueError(bilingual(
             f"{what} is {work:,} multiply-adds, over the CPU backend's limit of {limit:,} (about 512³): it "
             f"emulates one GPU thread at a time and would take minutes. Use a smaller problem, a GPU "
-            f"(backend='cuda'), or raise the limit with the environment variable {MAX_WORK_ENV}.")
+            f"(backend='cuda'), or raise the limit with the environment variable {MAX_WORK_ENV}.",
+            f"{what} 需要 {work:,} 次乘加，超过了 CPU 后端的上限 {limit:,}（约 512³）：它一次只模拟一个 GPU 线程，"
+            f"要跑好几分钟。请换一个更小的问题、使用 GPU（backend='cuda'），或者用环境变量 {MAX_WORK_ENV} 提高上限。"))
 
 
 def require_simt(lv: Level) -> None:
@@ -699,7 +838,9 @@ def require_simt(lv: Level) -> None:
         raise UnsupportedLevelError(
             f"level {lv.id} uses Tensor Cores (wmma/mma/wgmma), which the CPU backend does not emulate; "
             "it runs the SIMT levels only. Run this level on a GPU (backend='cuda') or read its "
-            "recorded results.")
+            "recorded results.",
+            f"第 {lv.number} 级（{lv.id}）用到了 Tensor Core（wmma/mma/wgmma），CPU 后端不模拟它们，只能运行 SIMT 的各级。"
+            "请在 GPU 上运行这一级（backend='cuda'），或者阅读它的实测结果。")
 
 
 def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,

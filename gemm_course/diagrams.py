@@ -45,6 +45,32 @@ def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     return fig
 
 
+PANEL_TITLE_SIZE = 12
+
+
+def _panel_layout(fig: go.Figure, title: str, plot_height: int, panels: int = 2) -> go.Figure:
+    """_base_layout for side-by-side panels: the figure title and each panel's title (the first
+    `panels` annotations, from make_subplots) wrapped to fit a narrow screen (plots.NARROW_PX), each
+    panel title within its own panel's width, one language a line; the top margin holds them all."""
+    from .plots import NARROW_PX, fit_top, n_lines, wrap
+
+    fig = _base_layout(fig, title, plot_height + 110)
+    plot_w = NARROW_PX - 60 - 20
+    lines = 1
+    for ann, axis in zip(fig.layout.annotations[:panels], ("xaxis", "xaxis2", "xaxis3")):
+        lo, hi = fig.layout[axis].domain
+        ann.text = wrap(ann.text, (hi - lo) * plot_w, PANEL_TITLE_SIZE)
+        ann.font = dict(size=PANEL_TITLE_SIZE)
+        lines = max(lines, ann.text.count("<br>") + 1)
+        xtitle = fig.layout[axis].title.text
+        if xtitle:  # each panel's axis title within its panel, too
+            fig.layout[axis].title.text = wrap(xtitle, (hi - lo) * plot_w + 20, 14)
+    below = max(n_lines(fig.layout[a].title.text) for a in ("xaxis", "xaxis2"))
+    b = 40 + int((below - 1) * 14 * 1.3)
+    fig.update_layout(margin=dict(b=b), height=(fig.layout.height or 450) + b - 40)
+    return fit_top(fig, extra=int(lines * PANEL_TITLE_SIZE * 1.35) + 6)
+
+
 # --- C = A · B, one element ------------------------------------------------------------------------
 
 def matmul_figure(M: int = 4, N: int = 5, K: int = 6, i: int = 1, j: int = 3) -> go.Figure:
@@ -320,9 +346,9 @@ def warp_tiling_figure(BM: int = 128, BN: int = 128, WM: int = 64, WN: int = 32,
         raise ValueError(f"lane must be in 0..31, not {lane}")
     warps = (BM // WM) * (BN // WN)
     TM, TN = 4 * WM // 32, 4 * WN // 16
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12, subplot_titles=(
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.14, subplot_titles=(
         f"block tile {BM}×{BN}: {warps} warps of {WM}×{WN} · 线程块分块：{warps} 个线程束",
-        f"warp 0's tile: 32 lanes, {TM}×{TN} each · 线程束分块：32 个线程，每个 {TM}×{TN}"))
+        f"warp 0: 32 lanes, {TM}×{TN} each · 0 号线程束：32 个线程，各 {TM}×{TN}"))
     wz = [[warp_tile_owner(r, c, BN, WM, WN)[0] for c in range(BN)] for r in range(BM)]
     fig.add_trace(go.Heatmap(
         name="warps", z=wz, zmin=0, zmax=max(warps, 2) - 1,
@@ -350,9 +376,8 @@ def warp_tiling_figure(BM: int = 128, BN: int = 128, WM: int = 64, WN: int = 32,
     fig.update_yaxes(title="row m · 行", autorange="reversed", showgrid=False, zeroline=False)
     fig.update_yaxes(scaleanchor="x", row=1, col=1)
     fig.update_yaxes(scaleanchor="x2", row=1, col=2)
-    fig = _base_layout(fig, f"Level 8: block → warp → thread tiles; red: lane {lane} · "
-                            f"第 8 级：线程块 → 线程束 → 线程分块；红框：{lane} 号线程", 520)
-    return fig
+    return _panel_layout(fig, f"Level 8: block → warp → thread tiles; red: lane {lane} · "
+                              f"第 8 级：线程块 → 线程束 → 线程分块；红框：{lane} 号线程", 410)
 
 
 # --- Level 12: one GEMM over several GPUs --------------------------------------------------------
@@ -381,8 +406,8 @@ def multigpu_split_figure(pr: int = 2, pc: int = 4, panel: int = 0) -> go.Figure
 
     pastel = qualitative.Pastel
     scale = _discrete_scale([pastel[g % len(pastel)] for g in range(max(P, 2))])
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.3, 0.7], horizontal_spacing=0.12, subplot_titles=(
-        "row split: GPU p owns rows of A and C, all of B · 按行划分：每个 GPU 持有整个 B",
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], horizontal_spacing=0.14, subplot_titles=(
+        "row split: every GPU holds all of B · 按行划分：每个 GPU 持有整个 B",
         f"SUMMA on {pr}×{pc}: panel {panel} of A (blue) and B (red) · "
         f"SUMMA {pr}×{pc}：第 {panel} 个面板的广播"))
     fig.add_trace(go.Heatmap(
@@ -416,7 +441,7 @@ def multigpu_split_figure(pr: int = 2, pc: int = 4, panel: int = 0) -> go.Figure
     fig.update_xaxes(title="grid column j · 列", row=1, col=2)
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, showticklabels=False)
     fig.update_yaxes(title="grid row i · 行", row=1, col=2)
-    return _base_layout(fig, f"one GEMM on {P} GPUs · {P} 个 GPU 上的一个 GEMM", 420)
+    return _panel_layout(fig, f"one GEMM on {P} GPUs · {P} 个 GPU 上的一个 GEMM", 310)
 
 
 # --- Level 10: the m16n8 accumulator layout and the 16-byte-chunk swizzle --------------------------
@@ -504,7 +529,7 @@ def chunk_swizzle_figure(operand: str = "B", chunk: int = 0) -> go.Figure:
     if per_row is None:
         raise ValueError(f"operand must be one of {', '.join(map(repr, _CHUNKS_PER_ROW))}, not {operand!r}")
     ways = {s: ldmatrix_ways(operand, chunk, 0, s) for s in (False, True)}
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=[
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=[
         f"{'swizzled' if s else 'plain'}: {ways[s]}-way · {'异或重排' if s else '不重排'}：{ways[s]} 路"
         for s in (False, True)])
     for col, s in ((1, False), (2, True)):
@@ -525,8 +550,8 @@ def chunk_swizzle_figure(operand: str = "B", chunk: int = 0) -> go.Figure:
                      zeroline=False)
     fig.update_yaxes(title="row · 行", dtick=1, autorange="reversed", showgrid=False, zeroline=False)
     name = _OPERAND_NAMES[operand]
-    return _base_layout(fig, f"{name} tile: where chunk {chunk} of 8 rows lies (text: bank slot) · "
-                             f"{name} 分块：8 行的第 {chunk} 块所在位置（数字：存储体槽）", 420)
+    return _panel_layout(fig, f"{name} tile: where chunk {chunk} of 8 rows lies (text: bank slot) · "
+                              f"{name} 分块：8 行的第 {chunk} 块所在位置（数字：存储体槽）", 310)
 
 
 def producer_consumer_schedule(stages: int = 4, k_tiles: int = 10, copy_time: int = 3,

@@ -227,9 +227,7 @@ def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = 
     fig = go.Figure(go.Bar(x=labels, y=[r["tflops"] for r in records], text=[
         f"{r['tflops']:.2f}<br>{r.get('ratio_to_cublas', 1):.0%}" for r in records], textposition="outside",
         marker_color=[CUBLAS_COLOR if r["level"] == "cublas" else PALETTE[0] for r in records]))
-    fig = _layout(fig, title or f"TFLOPS at {size}³ · {size}³ 时的 TFLOPS", "", "TFLOPS")
-    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                       font=dict(size=11, color="#666"), xanchor="left")
+    fig = _layout(fig, title or f"TFLOPS at {size}³ · {size}³ 时的 TFLOPS", "", "TFLOPS", subtitle=where or None)
     show(fig)
     return records
 
@@ -377,10 +375,8 @@ def fusion() -> list[dict]:
         title = ("fused vs GEMM + one or two element-wise kernels, same run · 融合与 GEMM + 一个或两个逐元素内核（同一次运行）"
                  if one else "fused vs GEMM + two element-wise kernels (no one-kernel baseline in this run) · "
                              "融合与 GEMM + 两个逐元素内核（此次运行没有单内核基线）")
-        fig = _layout(fig, title, "M×N×K", "time (ms, median) · 时间（毫秒）")
+        fig = _layout(fig, title, "M×N×K", "time (ms, median) · 时间（毫秒）", subtitle=where or None)
         fig.update_yaxes(type="log")
-        fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                           font=dict(size=11, color="#666"), xanchor="left")
         show(fig)
         for r in rows:
             line = f"{r['M']}×{r['N']}×{r['K']}: fused {r['fused_ms']:.3f} ms, GEMM alone {r['gemm_only_ms']:.3f} ms"
@@ -533,13 +529,10 @@ def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, *
                              ("idle_slots_pct", "nothing issued · 未发射", "#bbbbbb")):
         fig.add_trace(go.Bar(y=names, x=[r[key] for r in slots], orientation="h", name=name, marker_color=color,
                              hovertemplate="%{y}: %{x:.1f}% of issue slots<extra>" + name + "</extra>"))
-    fig = _layout(fig, f"Issue slots at {counters.COUNTER_SIZE}³ · {counters.COUNTER_SIZE}³ 时发射槽的去向",
-                  "% of scheduler cycles · 占调度器周期的 %", "", barmode="stack")
     prov_c = counters.find(counters.CUBLAS, dtype="float32")["provenance"]
-    fig.add_annotation(text=f"recorded with Nsight Compute on {prov_c['gpu']}, {prov_c['date'][:10]}; FFMA = M·N·K/32",
-                       xref="paper", yref="paper", x=0, y=1.06, showarrow=False, font=dict(size=11, color="#666"),
-                       xanchor="left")
-    fig.update_layout(height=320)
+    fig = _layout(fig, f"Issue slots at {counters.COUNTER_SIZE}³ · {counters.COUNTER_SIZE}³ 时发射槽的去向",
+                  "% of scheduler cycles · 占调度器周期的 %", "", barmode="stack", plot_height=200,
+                  subtitle=f"recorded with Nsight Compute on {prov_c['gpu']}, {prov_c['date'][:10]}; FFMA = M·N·K/32")
     show(fig)
     for r in slots:
         stalls = ", ".join(f"{k} {v:.2f}" for k, v in r["top_stalls"])
@@ -591,9 +584,8 @@ def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8), network_gbs: float = 50.0
         if local == "cublas":
             fig.add_trace(go.Scatter(x=list(model_gpus), y=[t1 * g for g in model_gpus], mode="lines",
                                      name=f"ideal (P × one GPU), {n}³", line=dict(dash="dot", color="#999")))
-    fig = _layout(fig, "one GEMM over several GPUs · 多 GPU 上的一个 GEMM", "GPUs · GPU 数", "TFLOPS")
-    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                       font=dict(size=11, color="#666"), xanchor="left")
+    fig = _layout(fig, "one GEMM over several GPUs · 多 GPU 上的一个 GEMM", "GPUs · GPU 数", "TFLOPS",
+                  subtitle=where or None)
     show(fig)
 
     phase_fig = go.Figure()
@@ -658,9 +650,8 @@ def batched(cases: Optional[Sequence[tuple[int, int]]] = None) -> list[dict]:
                       None) for r in rows]
             fig.add_trace(go.Bar(name=f"{name}: {label_en} · {label_zh}", x=labels, y=y,
                                  marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape=pattern)))
-    fig = _layout(fig, "batched GEMM (fp32) · 批量 GEMM（fp32）", "batch × n³ · 批次数 × n³", "TFLOPS")
-    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False, font=dict(size=11))
-    fig.update_layout(barmode="group")
+    fig = _layout(fig, "batched GEMM (fp32) · 批量 GEMM（fp32）", "batch × n³ · 批次数 × n³", "TFLOPS",
+                  barmode="group", subtitle=where or None)
     show(fig)
     return rows
 
@@ -681,7 +672,7 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
     import plotly.graph_objects as go
 
     from .compile import compile_report
-    from .plots import CUBLAS_COLOR, PALETTE, _layout
+    from .plots import CUBLAS_COLOR, PALETTE, _layout, add_subtitle
 
     rows, where = _probe_rows(["ffma"])
     if not rows:
@@ -730,10 +721,9 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
     # warps per SM in numeric order: the showcase settings add categories (12) between the probe's
     fig.update_xaxes(type="category", categoryorder="array",
                      categoryarray=[str(w) for w in sorted({r["warps_per_sm"] for r in rows} | {p["warps_per_sm"] for p in points})])
-    launch = (f"each probe launch ≥ 10 ms; an empty launch takes {overhead['median_ms'] * 1e3:.1f} µs · "
+    launch = (f"each probe launch ≥ 10 ms; an empty launch takes {overhead['median_ms'] * 1e3:.1f} µs; "
               if overhead else "")
-    fig.add_annotation(text=launch + where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                       font=dict(size=11, color="#666"), xanchor="left")
+    add_subtitle(fig, launch + where)
     show(fig)
     if overhead:
         print(f"launch overhead (an empty kernel, timed the same way): {overhead['median_ms'] * 1e3:.1f} µs; "
@@ -795,11 +785,10 @@ def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[d
     fig = go.Figure(go.Bar(y=[b[0] for b in bars][::-1], x=[b[1] for b in bars][::-1], orientation="h",
                            marker_color=colors[::-1], hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
     label = ", ".join(f"{k}={v}" for k, v in setting.items())
+    fig.update_layout(margin=dict(l=420))
     fig = _layout(fig, f"Where Level 10's time goes: one {size}³ bf16 GEMM ({label}) · 第 10 级的时间去向",
-                  "ms (probes: the GEMM's flops at the probe's rate) · 毫秒（探针：按其速率折算 GEMM 的运算量）", "")
-    fig.update_layout(height=480, margin=dict(l=420))
-    fig.add_annotation(text=where, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                       font=dict(size=11, color="#666"), xanchor="left")
+                  "ms (probes: the GEMM's flops at the probe's rate) · 毫秒（探针：按其速率折算 GEMM 的运算量）", "",
+                  plot_height=340, subtitle=where or None)
     show(fig)
     for name, ms in bars:
         print(f"{ms:7.3f} ms  {at_rate(1) / ms:7.1f} TFLOPS  {name.split(' · ')[0]}")

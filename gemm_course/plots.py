@@ -9,6 +9,7 @@ show() emits a MIME bundle with two entries:
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -61,11 +62,164 @@ def show(fig: go.Figure) -> None:
     display(bundle, raw=True)
 
 
-def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, **kw: Any) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, template="plotly_white",
-                      legend=dict(orientation="h", yanchor="top", y=-0.18), height=460,
-                      margin=dict(l=60, r=20, t=60, b=40), **kw)
+# --- Layout that fits: wrapped titles and subtitles, legends that clear the axes ----------------
+# Plotly does not wrap text and does not reflow a layout for a narrow screen. The figures are laid out
+# for the narrowest width a reader may have (NARROW_PX, a phone) with a geometric estimate of text
+# widths (an estimate, not a measurement: Latin characters ~0.6 em, CJK characters 1 em wide).
+
+NARROW_PX = 400
+SEP = " · "  # between the English and the Chinese half; the book's language switch splits there
+TITLE_SIZE, SUBTITLE_SIZE, LEGEND_SIZE, TICK_SIZE = 17, 11, 12, 12
+_WIDE = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
+_TAG = re.compile(r"<[^>]*>")
+_NO_BREAK_BEFORE = set("，。：；、）》」』！？")
+
+
+def text_px(line: str, size: float) -> float:
+    """Estimated width in pixels of one line of plotly text at font size `size`."""
+    line = _TAG.sub("", line)
+    return sum(size if _WIDE.match(ch) else 0.6 * size for ch in line)
+
+
+def _wrap_plain(text: str, max_px: float, size: float) -> list[str]:
+    lines: list[str] = []
+    for para in text.split("<br>"):
+        line = ""
+        for token in re.findall(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+", para):
+            if (line.strip() and not token.isspace() and token not in _NO_BREAK_BEFORE
+                    and text_px(line + token, size) > max_px):
+                lines.append(line.rstrip())
+                line = ""
+            if line or not token.isspace():
+                line += token
+        lines.append(line.rstrip())
+    return lines
+
+
+def wrap(text: str, max_px: float, size: float = SUBTITLE_SIZE) -> str:
+    """`text` broken with <br> at word boundaries (anywhere between CJK characters) into lines at most
+    `max_px` wide at font size `size` (a word longer than that keeps a line of its own).
+
+    "English · 中文" that does not fit on one line breaks right after the separator, " · <br>", so
+    each line holds one language and the book's switch, which splits at " · ", still finds the halves.
+    """
+    if text_px(text, size) <= max_px and "<br>" not in text:
+        return text
+    if SEP in text:
+        en, zh = text.split(SEP, 1)
+        if en.strip() and _WIDE.search(zh) and not _WIDE.search(en):
+            return "<br>".join(_wrap_plain(en, max_px - text_px(SEP, size), size)) + SEP + "<br>" + \
+                "<br>".join(_wrap_plain(zh.lstrip(), max_px, size))
+    return "<br>".join(_wrap_plain(text, max_px, size))
+
+
+def n_lines(text: Optional[str]) -> int:
+    return 0 if not text else text.count("<br>") + 1
+
+
+def _margin(fig: go.Figure, side: str, default: int = 80) -> int:
+    v = getattr(fig.layout.margin, side)
+    return default if v is None else int(v)
+
+
+def fit_top(fig: go.Figure, subtitle: Optional[str] = None, extra: int = 0) -> go.Figure:
+    """Wrap the title (and the subtitle, a small grey line under it, e.g. where the numbers come from)
+    to the narrow width, put them at the top left of the figure, and make the top margin hold them all
+    (plus `extra` pixels, e.g. for a menu above the plot). The plot area keeps its height."""
+    width = NARROW_PX - 30
+    title = wrap(fig.layout.title.text or "", width, TITLE_SIZE)
+    if subtitle is None:
+        subtitle = fig.layout.title.subtitle.text
+    subtitle = wrap(subtitle, width, SUBTITLE_SIZE) if subtitle else None
+    top = 12 + int(n_lines(title) * TITLE_SIZE * 1.35) + (int(n_lines(subtitle) * SUBTITLE_SIZE * 1.4) + 8 if subtitle else 0)
+    t = top + 14 + extra
+    height = (fig.layout.height or 450) + t - _margin(fig, "t", 100)
+    fig.update_layout(title=dict(text=title, x=0, xref="container", xanchor="left", yref="container",
+                                 yanchor="top", pad=dict(l=12), font=dict(size=TITLE_SIZE),
+                                 subtitle=dict(text=subtitle, font=dict(size=SUBTITLE_SIZE, color="#666"))),
+                      margin=dict(t=t), height=height)
+    return _place_title(fig)
+
+
+def _place_title(fig: go.Figure) -> go.Figure:
+    # 12 px below the top edge (title.pad.t does not work for a title of several lines)
+    fig.update_layout(title_y=1 - (12 + TITLE_SIZE * 0.35) / (fig.layout.height or 450))
     return fig
+
+
+def _ticks(fig: go.Figure) -> tuple[float, Optional[int]]:
+    """Estimated height of the x tick labels at the narrow width, and the angle to fix them at (None:
+    plotly's own). Category labels too long to stand side by side at the narrow width are turned
+    by 45° (or 90° where even that crowds them) at every width, so the estimate holds at any width."""
+    labels = {v for t in fig.data if getattr(t, "orientation", None) != "h"
+              for v in (getattr(t, "x", None) or []) if isinstance(v, str)}
+    if not labels:
+        return TICK_SIZE * 1.8, None
+    plot_w = max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 100)
+    per, longest = plot_w / len(labels), max(text_px(v, TICK_SIZE) for v in labels)
+    if longest <= 0.9 * per:
+        return TICK_SIZE * 1.8, None
+    if per * 0.7 >= 1.6 * TICK_SIZE:
+        return longest * 0.71 + TICK_SIZE + 6, -45
+    return longest + 10, -90
+
+
+def legend_entries(fig: go.Figure) -> list[str]:
+    shown = [t.name or "" for t in fig.data if t.showlegend is not False and t.name]
+    if fig.layout.showlegend is False or (len(shown) < 2 and fig.layout.showlegend is not True):
+        return []
+    return shown
+
+
+def legend_rows(fig: go.Figure) -> int:
+    """Rows a horizontal legend takes at the narrow width (each entry: symbol 40 px + its text)."""
+    rows, used, avail = 0, 0.0, NARROW_PX - _margin(fig, "l") // 2
+    for name in legend_entries(fig):
+        w = 40 + max(text_px(line, LEGEND_SIZE) for line in name.split("<br>"))
+        if rows == 0 or used + w > avail:
+            rows, used = rows + n_lines(name) if rows else n_lines(name), w
+        else:
+            used += w
+    return rows
+
+
+def fit_bottom(fig: go.Figure, plot_height: Optional[int] = None) -> go.Figure:
+    """Put a horizontal legend under the x axis title, clear of the tick labels, and make the bottom
+    margin hold the tick labels, the axis title and every legend row at the narrow width. The figure
+    grows so that the plot area keeps `plot_height` (default: what it has now)."""
+    t, b = _margin(fig, "t", 100), _margin(fig, "b")
+    plot_h = plot_height or max((fig.layout.height or 450) - t - b, 200)
+    ticks, angle = _ticks(fig)
+    xtitle = (fig.layout.xaxis.title.text or "") if fig.layout.xaxis.title else ""
+    if xtitle:  # the axis title, too, wrapped to the plot's width on a narrow screen
+        xtitle = wrap(xtitle, max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 240), 14)
+        fig.layout.xaxis.title.text = xtitle
+    below_axis = ticks + (n_lines(xtitle) * 14 * 1.3 + 10 if xtitle else 0) + 8
+    rows = legend_rows(fig)
+    legend_px = rows * LEGEND_SIZE * 1.6 + 10 if rows else 0
+    b = int(below_axis + legend_px + 10)
+    fig.update_layout(margin=dict(b=b), height=t + plot_h + b,
+                      legend=dict(orientation="h", x=0, xanchor="left", yanchor="top", y=-below_axis / plot_h,
+                                  font=dict(size=LEGEND_SIZE)))
+    fig.update_xaxes(automargin=True)
+    if angle is not None:
+        fig.update_xaxes(tickangle=angle)
+    return _place_title(fig)
+
+
+def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, *, plot_height: int = 340,
+            subtitle: Optional[str] = None, **kw: Any) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, template="plotly_white",
+                      height=460, margin=dict(l=_margin(fig, "l", 60), r=_margin(fig, "r", 20), t=60, b=40), **kw)
+    fit_top(fig, subtitle)
+    fig.update_layout(height=_margin(fig, "t") + plot_height + 40)
+    return fit_bottom(fig, plot_height)
+
+
+def add_subtitle(fig: go.Figure, text: str, extra: int = 0) -> go.Figure:
+    """The small grey line under the title (where the numbers come from), wrapped to fit a narrow
+    screen; the top margin grows to hold it and the plot keeps its height."""
+    return fit_top(fig, text, extra)
 
 
 def config_label(record: Mapping[str, Any]) -> str:
@@ -103,13 +257,10 @@ def performance_figure(records: Iterable[Mapping[str, Any]], metric: str = "tflo
             hovertemplate="%{x}: %{y:.3g}<br>%{customdata[0]:.1%} of cuBLAS, median %{customdata[1]:.3g} ms"
                           " over %{customdata[2]} reps<extra>" + label + "</extra>"))
     ytitle = "TFLOPS" if metric == "tflops" else "time (ms, median; bars: quartiles) · 时间（毫秒）"
-    fig = _layout(fig, title or "", "matrix size (M = N = K) · 矩阵规模", ytitle)
+    fig = _layout(fig, title or "", "matrix size (M = N = K) · 矩阵规模", ytitle, subtitle=subtitle or None)
     fig.update_xaxes(type="category")
     if metric == "ms":
         fig.update_yaxes(type="log")
-    if subtitle:
-        fig.add_annotation(text=subtitle, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                           font=dict(size=11, color="#666"), xanchor="left")
     return fig
 
 
@@ -149,14 +300,11 @@ def sweep_figure(records: Sequence[Mapping[str, Any]], x: str, y: str, by: Optio
                    for gi, g in enumerate(groups)]
         fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.0, yanchor="bottom",
                                             pad=dict(b=28))])
-    fig = _layout(fig, title, x, y)
-    if by_names and len(groups) > 1:  # room above the plot for the title, the menu and the subtitle
-        fig.update_layout(margin=dict(t=120), title=dict(y=0.97))
+    fig = _layout(fig, title, x, y, subtitle=subtitle or None)
+    if by_names and len(groups) > 1:  # room above the plot for the menu, under the title and subtitle
+        fit_top(fig, extra=36)
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")
-    if subtitle:
-        fig.add_annotation(text=subtitle, xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                           font=dict(size=11, color="#666"), xanchor="left")
     return fig
 
 
@@ -180,12 +328,11 @@ def roofline_figure(spec: GpuSpec, points: Sequence[Mapping[str, Any]] = (), tit
                              text=["", f"ridge {spec.ridge_point:.1f} FLOP/B"], textposition="top left",
                              hoverinfo="skip"))
     fig = _layout(fig, title or f"fp32 roofline: {spec.name}",
-                  "arithmetic intensity (FLOP/byte) · 计算强度", "TFLOPS")
+                  "arithmetic intensity (FLOP/byte) · 计算强度", "TFLOPS",
+                  subtitle=f"peak {spec.fp32_peak_tflops:.1f} TFLOPS, {spec.memory_bandwidth_gbs:.0f} GB/s "
+                           f"({spec.source})")
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    fig.add_annotation(text=f"peak {spec.fp32_peak_tflops:.1f} TFLOPS, {spec.memory_bandwidth_gbs:.0f} GB/s "
-                       f"({spec.source})", xref="paper", yref="paper", x=0, y=1.06, showarrow=False,
-                       font=dict(size=11, color="#666"), xanchor="left")
     return fig
 
 
@@ -261,10 +408,8 @@ def counters_figure(shown: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], ti
                              orientation="h", name=label, marker_color=PALETTE[i % len(PALETTE)],
                              hovertemplate="%{y}: measured ÷ predicted = %{x:.2f}<extra>" + label + "</extra>"))
     fig.add_vline(x=1, line=dict(color="#444", dash="dash"))
-    fig = _layout(fig, f"{title_en} · {title_zh}", "measured ÷ predicted · 实测 ÷ 预测", "", barmode="group")
+    fig.update_layout(margin=dict(l=200))
+    fig = _layout(fig, f"{title_en} · {title_zh}", "measured ÷ predicted · 实测 ÷ 预测", "", barmode="group",
+                  plot_height=max(220, 26 * sum(len(r) for _, r in shown)), subtitle=subtitle or None)
     fig.update_xaxes(type="log")
-    fig.update_layout(height=max(320, 60 + 26 * sum(len(r) for _, r in shown)), margin=dict(l=200, r=20, t=60, b=40))
-    if subtitle:
-        fig.add_annotation(text=subtitle[:110], xref="paper", yref="paper", x=0, y=1.04, showarrow=False,
-                           font=dict(size=10, color="#666"), xanchor="left")
     return fig

@@ -435,3 +435,142 @@ def test_ctrl_c_stops_a_long_launch_within_a_second():
         kernel.launch(Launch((1, 1, 1), (4, 4, 1)), [A, A, A.copy(), 4, 4, 4], timeout_s=0)
     assert time.perf_counter() - start < 1.5
     assert run_tiled(TILED, 4, 7, 9, 5) <= gc.tolerance("float32", 5)  # the backend still works after
+
+
+# --- every message in two languages --------------------------------------------------------------
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def assert_bilingual(err: BaseException) -> tuple[str, str]:
+    """The course's form: the first line is "English / 中文"; a CpuBackendError also keeps the halves."""
+    first = str(err).splitlines()[0].removesuffix(":")  # a compiler's log may follow on the next lines
+    if isinstance(err, cb.CpuBackendError):
+        en, zh = err.en, err.zh
+        assert first == f"{en} / {zh}", first
+    else:
+        en, _, zh = first.rpartition(" / ")
+    assert en and not _CJK.search(en), f"English half: {en!r}"
+    assert _CJK.search(zh) and not zh.startswith(en), f"Chinese half: {zh!r}"
+    return en, zh
+
+
+def raised(kind: type, call, *args, **kw) -> BaseException:
+    """The exception of type `kind` that call(*args, **kw) raises."""
+    with pytest.raises(kind) as caught:
+        call(*args, **kw)
+    return caught.value
+
+
+def test_barrier_errors_are_bilingual_and_keep_their_numbers():
+    early_return = TILED.replace("float acc = 0.0f;", "float acc = 0.0f;\n    if (row >= M || col >= N) return;")
+    err = raised(cb.KernelBarrierError, run_tiled, early_return, 16, 20, 33, 17)
+    _, zh = assert_bilingual(err)
+    assert (err.kind, err.block, err.waiting, err.total, err.lines) == ("partial", (2, 0, 0), 16, 256, (19,))
+    assert "256 个线程中只有 16 个到达了第 19 行的 __syncthreads()" in zh and "240 个线程已经从内核返回" in zh
+    diverging = TILED.replace("__syncthreads();  // BARRIER 1",
+                              "if (tx == 0) {\n            __syncthreads();\n        } else {\n"
+                              "            __syncthreads();\n        }  //")
+    err = raised(cb.KernelBarrierError, run_tiled, diverging, 16, 33, 65, 17)
+    _, zh = assert_bilingual(err)
+    assert err.kind == "divergent" and err.lines == (19, 21) and err.threads[0] == (0, 0, 0)
+    assert "线程 (0,0,0) 在第 19 行" in zh and f"线程 {cb._xyz(err.threads[1])} 在第 21 行" in zh
+
+
+def test_timeout_is_bilingual():
+    src = TILED.replace("float acc = 0.0f;", "float acc = 0.0f;\n    __shared__ volatile int flag;\n"
+                        "    if (tx == 1 && ty == 0) flag = 1;\n    while (flag != 1) {}")
+    with pytest.raises(cb.KernelTimeoutError) as caught:
+        run_tiled(src, 4, 8, 8, 8, timeout_s=0.5)
+    _, zh = assert_bilingual(caught.value)
+    assert (caught.value.thread, caught.value.seconds) == ((0, 0, 0), 0.5)
+    assert "线程块 (0,0,0) 中的线程 (0,0,0) 运行了 0.5 秒" in zh
+
+
+def test_memory_errors_are_bilingual():
+    naive = gc.kernel_source("01_naive")
+    with pytest.raises(cb.KernelMemoryError) as caught:  # past the end: the guard bytes
+        gc.check("01_naive", 33, 65, 17, backend="cpu", source=naive.replace(NAIVE_GUARD, "if (row > M || col > N) return;"))
+    _, zh = assert_bilingual(caught.value)
+    assert "越界写入了 C[33, 0]" in zh and "在最后一个元素之后" in zh
+    with pytest.raises(cb.KernelMemoryError) as caught:  # before the start: the guard page
+        gc.check("01_naive", 33, 65, 17, backend="cpu",
+                 source=naive.replace("A[(size_t)row * K + k]", "A[(size_t)row * K + k - 1]"))
+    _, zh = assert_bilingual(caught.value)
+    assert caught.value.signal_name in zh and "越界访问了 A[-1, 16]" in zh and "在第一个元素之前" in zh
+
+
+def test_stack_overflow_and_division_by_zero_are_bilingual():
+    deep = TILED.replace("template <int TILE>", "__device__ int depth(int n) {\n    volatile char frame[1024];\n"
+                         "    frame[0] = (char)n;\n    return n ? depth(n - 1) + frame[0] : 0;\n}\ntemplate <int TILE>") \
+                .replace("float acc = 0.0f;", "float acc = (float)depth(M * 100000);")
+    with pytest.raises(cb.KernelMemoryError) as caught:
+        run_tiled(deep, 4, 4, 4, 4, race_check=False)
+    _, zh = assert_bilingual(caught.value)
+    assert "用完了它的 256 KiB 栈" in zh
+    divide = TILED.replace("float acc = 0.0f;", "volatile int zero = 0;\n    float acc = (float)(N / zero);")
+    with pytest.raises(cb.KernelCrashError) as caught:
+        run_tiled(divide, 4, 4, 4, 4, race_check=False)
+    _, zh = assert_bilingual(caught.value)
+    assert caught.value.signal_name == "SIGFPE" and "除数为零" in zh
+
+
+def test_bad_launch_configs_are_bilingual():
+    kernel = cb.compile_kernel(TILED, "tiled_gemm<4>")
+    A = np.ones((4, 4), np.float32)
+    for launch, said in ((Launch((1, 1, 1), (64, 32, 1)), "超过了 CUDA 的上限 1024"),
+                         (Launch((0, 1, 1), (4, 4, 1)), "都必须至少为 1")):
+        with pytest.raises(cb.CpuBackendError) as caught:
+            kernel.launch(launch, [A, A, A.copy(), 4, 4, 4])
+        assert said in assert_bilingual(caught.value)[1]
+
+
+def test_the_race_report_is_bilingual():
+    broken = TILED.replace("__syncthreads();  // BARRIER 1", "// BARRIER 1 removed")
+    err = raised(cb.KernelRaceError, run_tiled, broken, 16, 33, 65, 17)
+    en, zh = assert_bilingual(err)
+    assert en.startswith("tiled_gemm<16>: shared-memory race in block (0,0,0)")
+    assert "共享内存竞争" in zh and all(line in zh for line in err.lines)
+
+
+def test_compile_and_setup_errors_are_bilingual(monkeypatch):
+    src = gc.kernel_source("01_naive").replace("float acc = 0.0f;", "float acc = 0.0f")
+    ones = np.ones((2, 2), np.float32)
+    with pytest.raises(cb.CpuCompileError) as caught:
+        gc.gemm(ones, ones, backend="cpu", source=src)
+    _, zh = assert_bilingual(caught.value)
+    assert "为 CPU 后端编译 gemm_naive_cols<32, 8> 失败" in zh and "01_naive.cu:" in caught.value.log
+    tc = dataclasses.replace(gc.get_level("01_naive"), id="99_tensor_cores", uses_tensor_cores=True)
+    with pytest.raises(cb.UnsupportedLevelError) as caught:
+        gc.gemm(ones, ones, tc, backend="cpu")
+    assert "Tensor Core" in assert_bilingual(caught.value)[1]
+    with pytest.raises(ValueError) as caught:
+        cb.require_small(1 << 40, "8192×8192×16384")
+    assert "乘加" in assert_bilingual(caught.value)[1]
+    kernel = cb.compile_kernel(TILED, "tiled_gemm<4>")
+    with pytest.raises(TypeError) as caught:
+        kernel.launch(Launch((1, 1, 1), (4, 4, 1)), [ones, ones, ones, 2, 2])
+    assert "实际传入了 5 个" in assert_bilingual(caught.value)[1]
+    with pytest.raises(TypeError) as caught:
+        kernel.launch(Launch((1, 1, 1), (4, 4, 1)), [ones.astype(np.float64), ones, ones, 2, 2, 2])
+    assert_bilingual(caught.value)
+    assert "已在 CPU 后端上中止" in kernel._stopped()
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(cb.CompilerNotFoundError) as caught:
+        cb.find_compiler()
+    assert "找不到 'no-such-compiler-xyz'" in assert_bilingual(caught.value)[1]
+    monkeypatch.delenv("CXX")
+    monkeypatch.setattr(cb, "COMPILERS", ("no-such-g++",))
+    with pytest.raises(cb.CompilerNotFoundError) as caught:
+        cb.find_compiler()
+    assert_bilingual(caught.value)
+
+
+def test_the_grader_shows_the_chinese_half_in_its_chinese_verdict():
+    from gemm_course import exercises
+
+    verdict = exercises.grade("02_missing_barrier")  # the starter: a race
+    step = verdict.steps[-1]
+    assert step.name == "race" and step.passed is False
+    assert "shared-memory race" in step.en and not _CJK.search(step.en)
+    assert "共享内存竞争" in step.zh and "shared-memory race" not in step.zh

@@ -14,7 +14,8 @@
     return text.split(" \u2014 ").map(function (part) {
       var i = part.indexOf(SEP);
       if (i < 0) return part;
-      return lang === "zh" ? part.slice(i + SEP.length) : part.slice(0, i);
+      var half = lang === "zh" ? part.slice(i + SEP.length) : part.slice(0, i);
+      return half.replace(/^(\s*<br>\s*)+|(\s*<br>\s*)+$/g, "");  // a figure title wrapped at the separator
     }).join(" \u2014 ");
   }
 

@@ -246,6 +246,12 @@ struct ErrorInfo {
     unsigned long long code_offset[2];  // [0]: this thread's access, [1]: the other thread's
     unsigned long long shared_offset;   // byte offset of the word in shared memory
     int race_kind;                      // 0: write after write, 1: read after write, 2: write after read
+    // The numbers of the other reports, from which Python writes the message in both languages:
+    // BARRIER_PARTIAL: other_thread = the first thread that returned, count = threads at the barrier;
+    // BARRIER_DIVERGENT: other_thread = the first waiting thread, other_line = its barrier's line
+    // (thread and line: the first thread waiting elsewhere); STACK_OVERFLOW: count = stack bytes.
+    int other_line;
+    long long count;
 };
 
 constexpr int kMaxThreads = 1024;
@@ -569,6 +575,8 @@ inline int run_block(ErrorInfo* err) {
             const uint3 d = rt.fibers[first_done].index;
             set_where(err, first_waiting);
             err->line = w.line;
+            err->other_thread[0] = (int)d.x; err->other_thread[1] = (int)d.y; err->other_thread[2] = (int)d.z;
+            err->count = waiting;
             std::snprintf(err->message, sizeof err->message,
                           "__syncthreads() reached by %d of %d threads of block (%u,%u,%u): a barrier inside a "
                           "branch that not all threads take? The barrier is at line %d; %d thread(s) had already "
@@ -582,6 +590,8 @@ inline int run_block(ErrorInfo* err) {
             const uint3 a = w.index, o = rt.fibers[other_thread].index;
             set_where(err, other_thread);
             err->line = other_line;
+            err->other_thread[0] = (int)a.x; err->other_thread[1] = (int)a.y; err->other_thread[2] = (int)a.z;
+            err->other_line = w.line;
             std::snprintf(err->message, sizeof err->message,
                           "threads of block (%u,%u,%u) wait at different __syncthreads(): thread (%u,%u,%u) at "
                           "line %d, thread (%u,%u,%u) at line %d. All threads of a block must reach the same "
@@ -789,12 +799,13 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                           i.x, i.y, i.z, b.x, b.y, b.z, cfg->timeout_s);
         else if (code == INTERRUPTED)
             std::snprintf(err->message, sizeof err->message, "stopped (interrupted) in block (%u,%u,%u)", b.x, b.y, b.z);
-        else if (code == STACK_OVERFLOW)
+        else if (code == STACK_OVERFLOW) {
+            err->count = (long long)kStackBytes;
             std::snprintf(err->message, sizeof err->message,
                           "thread (%u,%u,%u) of block (%u,%u,%u) overflowed its %zu KiB stack: very large local "
                           "arrays, or deep recursion",
                           i.x, i.y, i.z, b.x, b.y, b.z, kStackBytes / 1024);
-        else
+        } else
             std::snprintf(err->message, sizeof err->message, "thread (%u,%u,%u) of block (%u,%u,%u) got signal %d at "
                           "address 0x%llx", i.x, i.y, i.z, b.x, b.y, b.z, (int)rt.fault_signal,
                           (unsigned long long)a);

@@ -1,0 +1,143 @@
+"""Layout of the course's plotly figures: nothing overlaps, at desktop width and on a 400 px screen.
+
+Plotly neither wraps text nor reflows a layout for a narrow screen, so the figures are laid out for
+plots.NARROW_PX (400 px). These checks are a geometric estimate, not a measurement of the rendered
+figure: text widths come from plots.text_px (Latin characters 0.6 em, CJK characters 1 em), line
+heights from the font size. No GPU: every figure here draws recorded numbers.
+"""
+from __future__ import annotations
+
+import pytest
+
+from gemm_course import diagrams, notebook, plots
+from gemm_course.plots import NARROW_PX, SEP, n_lines, text_px
+
+
+def _shown(monkeypatch, fn, *args, **kw):
+    figs = []
+    monkeypatch.setattr(notebook, "show", figs.append)
+    fn(*args, **kw)
+    return figs
+
+
+def _lines(text):
+    return [line for line in (text or "").split("<br>")]
+
+
+def _check_top(fig):
+    """Title and subtitle lines fit the narrow width; the top margin holds all their lines."""
+    title, sub = fig.layout.title.text or "", fig.layout.title.subtitle.text or ""
+    for line in _lines(title):
+        # (one character over is allowed: a line does not start with CJK punctuation)
+        assert text_px(line, plots.TITLE_SIZE) <= NARROW_PX - 30 + plots.TITLE_SIZE or " " not in line.strip(), line
+    for line in _lines(sub):
+        assert text_px(line, plots.SUBTITLE_SIZE) <= NARROW_PX - 30 + plots.SUBTITLE_SIZE or " " not in line.strip(), line
+    need = n_lines(title) * plots.TITLE_SIZE * 1.2 + n_lines(sub) * plots.SUBTITLE_SIZE * 1.2 + 12
+    assert fig.layout.margin.t >= need
+    # no provenance line left as an annotation above the plot, where it ran off the right edge
+    assert not [a for a in fig.layout.annotations if a.yref == "paper" and (a.y or 0) > 1]
+
+
+def _check_bottom(fig):
+    """A horizontal legend lies below the x tick labels and the x axis title, and the bottom margin
+    holds every legend row at the narrow width."""
+    rows = plots.legend_rows(fig)
+    if not rows:
+        return
+    t, b = fig.layout.margin.t, fig.layout.margin.b
+    plot_h = fig.layout.height - t - b
+    legend_top_px = -fig.layout.legend.y * plot_h  # px below the plot area
+    assert fig.layout.legend.yanchor == "top" and fig.layout.legend.orientation == "h"
+    ticks, _ = plots._ticks(fig)
+    xtitle = fig.layout.xaxis.title.text or ""
+    assert legend_top_px >= ticks + n_lines(xtitle) * 14 * 1.2, "legend covers the tick labels or axis title"
+    assert b >= legend_top_px + rows * plots.LEGEND_SIZE * 1.3, "legend rows do not fit in the bottom margin"
+
+
+def _check(fig):
+    _check_top(fig)
+    _check_bottom(fig)
+
+
+def test_wrap_keeps_the_halves_apart():
+    text = "recorded: NVIDIA H200 (sm_90), driver 580.159.04, CUDA 13.2 · 实测结果：NVIDIA H200，驱动 580"
+    out = plots.wrap(text, 200, 11)
+    assert SEP + "<br>" in out  # one language a line; the book's switch still splits at " · "
+    en, zh = out.split(SEP, 1)
+    assert en.replace("<br>", " ") == text.split(SEP)[0]
+    # (a line may run one character over rather than start with CJK punctuation)
+    assert all(text_px(line, 11) <= 200 + 11 for line in out.split("<br>"))
+    assert not any(line.startswith(("，", "：")) for line in out.split("<br>"))
+    assert plots.wrap("short", 200) == "short"
+
+
+@pytest.mark.parametrize("build", [diagrams.warp_tiling_figure, diagrams.multigpu_split_figure,
+                                   diagrams.chunk_swizzle_figure])
+def test_panel_titles_do_not_overlap(build):
+    fig = build()
+    _check_top(fig)
+    plot_w = NARROW_PX - fig.layout.margin.l - fig.layout.margin.r
+    panels = list(fig.layout.annotations[:2])
+    spans = []
+    for ann, axis in zip(panels, ("xaxis", "xaxis2")):
+        lo, hi = fig.layout[axis].domain
+        assert ann.x == pytest.approx((lo + hi) / 2)
+        widest = max(text_px(line, ann.font.size) for line in _lines(ann.text))
+        # each line of a panel title stays within its own panel at 400 px (and so at any wider width)
+        assert widest <= (hi - lo) * plot_w + ann.font.size, ann.text
+        spans.append((ann.x - widest / plot_w / 2, ann.x + widest / plot_w / 2))
+        for line in _lines(ann.text):  # one language a line
+            assert not (plots._WIDE.search(line) and any(c.isascii() and c.isalpha() for c in line.split(SEP)[0])
+                        and SEP in line)
+    gap = fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]
+    assert spans[1][0] - spans[0][1] >= gap
+    # the top margin holds the figure title and the tallest panel title above the panels
+    title_px = n_lines(fig.layout.title.text) * plots.TITLE_SIZE * 1.2
+    panel_px = max(n_lines(a.text) for a in panels) * diagrams.PANEL_TITLE_SIZE * 1.2
+    assert fig.layout.margin.t >= title_px + panel_px + 12
+    for axis in ("xaxis", "xaxis2"):
+        lo, hi = fig.layout[axis].domain
+        for line in _lines(fig.layout[axis].title.text):
+            assert text_px(line, 14) <= (hi - lo) * plot_w + 21
+
+
+def test_ladder(monkeypatch):
+    figs = _shown(monkeypatch, notebook.ladder)
+    assert len(figs) == 2
+    for fig in figs:
+        _check(fig)
+    bars = figs[1]  # level ids under the bars: too long side by side on a phone, so turned
+    assert bars.layout.xaxis.tickangle in (-45, -90)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: notebook.performance("08_warp_tiling"),
+    lambda: notebook.compare([("08_warp_tiling", {}), ("07_vectorized", {})]),
+    lambda: notebook.ffma_ceiling(),
+    lambda: notebook.mma_sync_ceiling(),
+    lambda: notebook.predict_vs_measure("08_warp_tiling"),
+    lambda: notebook.gap_to_peak(),
+    lambda: notebook.multigpu(),
+    lambda: notebook.batched(),
+], ids=["performance", "compare", "ffma_ceiling", "mma_sync_ceiling", "counters", "gap_to_peak",
+        "multigpu", "batched"])
+def test_recorded_figures(monkeypatch, call):
+    figs = []
+    monkeypatch.setattr(notebook, "show", figs.append)
+    call()
+    figs = [f for f in figs if hasattr(f, "layout")]
+    assert figs
+    for fig in figs:
+        _check(fig)
+    assert any(fig.layout.title.subtitle.text for fig in figs)  # the provenance line is there
+
+
+def test_roofline_and_sweep():
+    from gemm_course import results
+    from gemm_course.models import KNOWN_GPUS
+
+    _check(plots.roofline_figure(KNOWN_GPUS["NVIDIA H200"]))
+    records = [r for r in results.recorded("08_warp_tiling") if r["level"] != "cublas"][:40]
+    keys = list(records[0]["params"])
+    _check(plots.sweep_figure(records, keys[0], keys[1], by=keys[2], title="sweep · 扫描",
+                              subtitle="recorded: " + results.provenance_line(records[0])))
