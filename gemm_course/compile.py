@@ -182,11 +182,12 @@ class CompileReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td>{html.escape(en)} · {html.escape(zh)}</td><td><code>{html.escape(v)}</code></td></tr>"
-            for en, zh, v in self._rows()
-        )
-        warn = "".join(f"<p>⚠ {html.escape(en)}<br>⚠ {html.escape(zh)}</p>" for en, zh in self.problems())
+        from .bilingual import spans
+
+        rows = "".join(f"<tr><td>{spans(en, zh)}</td><td><code>{html.escape(v)}</code></td></tr>"
+                       for en, zh, v in self._rows())
+        warn = "".join(f'<p><span class="lang-en">⚠ {html.escape(en)}</span><span class="lang-sep"><br></span>'
+                       f'<span class="lang-zh">⚠ {html.escape(zh)}</span></p>' for en, zh in self.problems())
         return f"<table class='gemm-report'>{rows}</table>{warn}"
 
 

@@ -301,12 +301,14 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
     """A small HTML table (numbers right-aligned, unbroken) for Jupyter, Colab and the book."""
     from IPython.display import HTML
 
+    from .bilingual import split
+
     def cell(tag: str, v: Any) -> str:
         numeric = isinstance(v, (int, float)) or str(v)[:1].isdigit()
         align = ' style="text-align:right;white-space:nowrap"' if numeric else ""
-        return f"<{tag}{align}>{html.escape(str(v))}</{tag}>"
+        return f"<{tag}{align}>{split(str(v))}</{tag}>"  # "English · 中文" follows the book's switch
 
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    head = "".join(f"<th>{split(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(cell("td", v) for v in r) + "</tr>" for r in rows)
     return HTML(f"<table class='gemm-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
