@@ -408,8 +408,8 @@ def derived(metrics: Mapping[str, Optional[float]]) -> dict[str, Optional[float]
            "wavefronts_per_shared_store": ratio("shared_store_wavefronts", "shared_store_instructions"),
            "wavefronts_per_ldmatrix": ratio("ldmatrix_wavefronts", "ldmatrix_instructions"),
            "sm_clock_mhz": (metrics["sm_clock_hz"] / 1e6) if metrics.get("sm_clock_hz") else None}
-    for key in ("l2_read_sectors",):
-        out["l2_read_bytes"] = metrics[key] * 32 if metrics.get(key) is not None else None
+    sectors = metrics.get("l2_read_sectors")
+    out["l2_read_bytes"] = sectors * 32 if sectors is not None else None
     return out
 
 
@@ -443,14 +443,14 @@ def table_rows(level: Optional[str] = None) -> list[dict[str, Any]]:
     """The recorded rows with their derived values and top stalls, as `counters --json` prints them."""
     out = []
     for r in recorded(level):
-        values = {**r["metrics"], **derived(r["metrics"])}
+        more = derived(r["metrics"])
         out.append({"level": r["level"], "params": r["params"], "part": r.get("part"), "dtype": r["dtype"],
                     "M": r["M"], "N": r["N"], "K": r["K"], "metrics": r["metrics"],
-                    "derived": derived(r["metrics"]), "top_stalls": top_stalls(r["metrics"]),
+                    "derived": more, "top_stalls": top_stalls(r["metrics"]),
                     "kernels": r.get("kernels", []), "gpu": r["gpu"], "date": r["date"], "file": r["file"],
                     "provenance": {k: r["provenance"].get(k) for k in ("gpu", "date", "ncu", "method", "command",
                                                                        "driver", "cuda_runtime", "metrics")},
-                    "_values": values})
+                    "_values": {**r["metrics"], **more}})
     return out
 
 

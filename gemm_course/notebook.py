@@ -806,18 +806,17 @@ def predict_vs_measure(level: str | int | Level, settings: Optional[Sequence[dic
 
     lv = get_level(level)
     settings = [dict(s) for s in (settings if settings is not None else lv.showcase)]
-    shown = []
+    shown, prov = [], None
     for s in settings:
         try:
-            rows = predictions.compare(lv.id, part=part, **s)
+            row = counters.find(lv.id, part=part, **s)
         except KeyError:
             print(f"No recorded counters for {lv.id} {s}. · 没有 {lv.id} {s} 的计数器记录。")
             continue
-        label = counters.label(counters.find(lv.id, part=part, **s))
-        shown.append((label, rows))
+        prov = prov or row["provenance"]
+        shown.append((counters.label(row), predictions.compare_row(row)))
     if not shown:
         return []
-    prov = counters.find(lv.id, part=part, **settings[0])["provenance"]
     where = (f"recorded with Nsight Compute on {prov['gpu']}, {prov['date'][:10]}, {prov['ncu']}, "
              f"{counters.COUNTER_SIZE}³; `{results.command_line(prov)}`")
     from IPython.display import display

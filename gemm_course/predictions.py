@@ -104,11 +104,14 @@ def predict(level: str, params: Mapping[str, Any], n: int = counters.COUNTER_SIZ
 def compare(level: str, part: Optional[str] = None, **params: Any) -> list[dict[str, Any]]:
     """The recorded counters of one setting beside the predictions: one row per predicted quantity
     (key, predicted, measured, measured ÷ predicted, why), from the recorded counters file."""
-    lv = get_level(level)
-    row = counters.find(lv.id, part=part, **params)
+    return compare_row(counters.find(get_level(level).id, part=part, **params))
+
+
+def compare_row(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """compare() for a counter row already read (counters.find)."""
     values = {**row["metrics"], **counters.derived(row["metrics"])}
     out = []
-    for p in predict(lv.id, row["params"], row["M"], row["dtype"]):
+    for p in predict(row["level"], row["params"], row["M"], row["dtype"]):
         measured = values.get(p.key)
         out.append({"key": p.key, "predicted": p.value, "measured": measured,
                     "ratio": measured / p.value if measured is not None and p.value else None,

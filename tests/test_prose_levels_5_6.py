@@ -1,11 +1,10 @@
 """Every number the Level 5 and Level 6 notebooks quote comes from the recorded files (or ptxas)."""
-import json
 from pathlib import Path
 
 import gemm_course as gc
-from gemm_course import glossary, results
+from gemm_course import results
 from gemm_course.models import occupancy
-from test_package import assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
+from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
 L4, L5, L6 = "04_double_buffering", "05_register_blocking", "06_fused_epilogue"
@@ -15,12 +14,6 @@ EPILOGUES = {"none": dict(activation="none", bias=False, accumulate=False),
              "relu": dict(activation="relu", bias=True, accumulate=False),
              "gelu": dict(activation="gelu", bias=True, accumulate=False),
              "accumulate": dict(activation="none", bias=False, accumulate=True)}
-
-
-def _english_prose(notebook: Path) -> str:
-    nb = json.loads(notebook.read_text())
-    return glossary.plain("\n".join("".join(c["source"]) for c in nb["cells"]
-                                     if "lang-en" in c.get("metadata", {}).get("tags", [])))
 
 
 def _find(level, n, **p):
