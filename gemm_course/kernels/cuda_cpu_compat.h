@@ -416,7 +416,9 @@ __attribute__((no_sanitize_thread)) inline void record_access(int t, const void*
 
 __attribute__((no_sanitize_thread)) inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc) {
     const int t = rt.current;
-    if (t < 0 || race.found) return;  // the runtime itself (poisoning, scheduling), or already reported
+    // Only the thread that runs the fibers: the watchdog thread (and Python's) pass through these hooks
+    // too, and must neither be counted as a CUDA thread nor write the profile concurrently.
+    if (t < 0 || race.found || !pthread_equal(pthread_self(), rt.runner)) return;
     if (race.profiling) record_access(t, p, size, write, pc);
     const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3;
     for (uintptr_t a = first; a < (uintptr_t)p + size; a += 4) {
