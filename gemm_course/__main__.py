@@ -70,13 +70,14 @@ def cmd_bench(args: argparse.Namespace) -> None:
 SWEEP_TIMING = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}  # many configurations: shorter runs
 
 
-def record_plan(level_ids: Optional[list[str]]) -> list[tuple[list, list, dict]]:
+def record_plan(level_ids: Optional[list[str]], showcase_only: bool = False,
+                sizes: Optional[list] = None) -> list[tuple[list, list, dict]]:
     """(configs, sizes, timing) batches that `record` measures: showcase settings over the default
-    sizes, then the sweep at the level's sweep size."""
+    sizes (or `sizes`), then, unless showcase_only, the sweep at the level's sweep size."""
     plan = []
     for lv in _selected(level_ids):
-        plan.append(([(lv.id, dict(s)) for s in lv.showcase], [*DEFAULT_SIZES, *lv.record_shapes], {}))
-        if lv.sweep is not None:
+        plan.append(([(lv.id, dict(s)) for s in lv.showcase], sizes or [*DEFAULT_SIZES, *lv.record_shapes], {}))
+        if lv.sweep is not None and not showcase_only:
             plan.append(([(lv.id, s) for s in lv.valid_settings() if lv.sweep(s)], [lv.sweep_size],
                          SWEEP_TIMING))
     return plan
@@ -89,11 +90,18 @@ def cmd_record(args: argparse.Namespace) -> None:
     from .sass import find_disassembler
 
     result = None
-    for configs, sizes, timing in record_plan(args.levels):
-        result = bench(configs, sizes, out=args.out, result=result, **timing)
+    sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
+    for configs, plan_sizes, timing in record_plan(args.levels, args.showcase_only, sizes):
+        chosen_dtype = args.dtype if args.dtype in get_level(configs[0][0]).dtypes else None
+        if args.dtype and chosen_dtype is None:
+            print(f"skipping {configs[0][0]}: it takes {', '.join(get_level(configs[0][0]).dtypes)}, not {args.dtype}")
+            continue
+        result = bench(configs, plan_sizes, out=args.out, result=result, dtype=chosen_dtype, **timing)
         if result.get("interrupted"):
             break
-    if result is None:
+    if result is None or args.showcase_only:
+        if result is not None:
+            print(f"wrote {len(result['records'])} records to {args.out}")
         return
     chosen = _selected(args.levels)
     if any(lv.epilogue for lv in chosen):
@@ -244,7 +252,7 @@ def cmd_counters(args: argparse.Namespace) -> None:
         if not args.out:
             raise SystemExit("counters --record needs --out FILE.json")
         try:
-            counters.record(args.out, args.levels or None, size=args.size)
+            counters.record(args.out, args.levels or None, size=args.size, missing_only=args.missing_only)
         except RuntimeError as err:
             raise SystemExit(str(err))
         return
@@ -327,6 +335,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     p = sub.add_parser("record", help="measure the course's recorded set")
     p.add_argument("--levels", nargs="*", help="level ids (default: all)")
     p.add_argument("--out", required=True)
+    p.add_argument("--showcase-only", action="store_true",
+                   help="the showcase settings only (no sweep, no fusion table, no disassembly)")
+    p.add_argument("--sizes", help="square sizes or MxNxK, e.g. 4096,8192 (default: the recorded set of sizes)")
+    p.add_argument("--dtype", help="input type, e.g. bfloat16 (default: each level's first)")
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("check", help="correctness on odd shapes")
@@ -378,6 +390,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--out", help="with --record: the counters file to write")
     p.add_argument("--levels", nargs="*", help="with --record: level ids (default: all)")
     p.add_argument("--size", type=int, default=4096, help="with --record: problem size n for n³ (default 4096)")
+    p.add_argument("--missing-only", action="store_true",
+                   help="with --record: only settings that no recorded counters file holds yet")
     p.set_defaults(func=cmd_counters)
 
     p = sub.add_parser("exercises", help="list the exercises (no GPU needed)")

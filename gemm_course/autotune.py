@@ -30,7 +30,7 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
     from .bench import time_gpu
     from .check import random_operands, relative_error, tolerance
     from .compile import compile_report
-    from .dtypes import to_float64
+    from .dtypes import storage_dtype, to_float64
     from .launch import gemm
     from .models import gemm_flops
 
@@ -50,10 +50,10 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
             M, N, K = (size, size, size) if isinstance(size, int) else size
             A, B = random_operands(M, N, K, lv.dtypes[0])
             reference = to_float64(A) @ to_float64(B)
-            C = cupy.empty((M, N), dtype=lv.out_dtype or lv.dtypes[0])
             for i, p in enumerate(candidates):
+                C = cupy.empty((M, N), dtype=storage_dtype(lv.c_type(p, lv.dtypes[0])))
                 gemm(A, B, lv, out=C, **p)
-                if not relative_error(C, reference) <= tolerance(lv.dtypes[0], K):
+                if not relative_error(C, reference) <= tolerance(lv.dtypes[0], K, lv.c_type(p, lv.dtypes[0])):
                     progress(f"{p}: wrong result at {M}×{N}×{K}, skipped")
                     continue
                 t = time_gpu(lambda: gemm(A, B, lv, out=C, **p), budget_s=budget_s, max_reps=max_reps)

@@ -9,6 +9,7 @@ same process on the same operands, so the ratio compares like with like.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime
 import functools
 import json
@@ -16,6 +17,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,17 +27,19 @@ import numpy as np
 
 from . import device
 from .check import epilogue_inputs, relative_error, tolerance
-from .dtypes import BFLOAT16, dtype_name, storage_dtype, to_float64
+from .dtypes import BFLOAT16, dtype_name, nan_filled, storage_dtype, to_float64
 from .levels import get_level
 from .launch import gemm
 from .models import gemm_flops
 
 METHOD = ("CUDA events around each launch; 1 untimed call, then at least {min_reps} and at most "
           "{max_reps} timed repetitions within a {budget_s} s budget per configuration; L2 flushed "
-          "before every repetition by writing 4×L2 bytes; median with quartiles, min and max; "
+          "before every repetition by writing 4×L2 bytes; median with quartiles, min and max; the SM "
+          "clock sampled through NVML about every millisecond during the repetitions (median); "
           "cuBLAS (cupy.matmul on the same input dtype, CUPY_TF32={tf32}; fp16 inputs give fp16 C; "
           "bf16 inputs through cublasGemmEx with bf16 C and fp32 compute) timed the same way in the same "
-          "run; inputs "
+          "run, once per size and again immediately before each kernel: the ratio to cuBLAS uses that "
+          "paired timing, so both ran at a similar clock; inputs "
           "uniform(−1, 1), checked against a float64 product before timing.")
 
 
@@ -47,12 +51,70 @@ class Timing:
     min_ms: float
     max_ms: float
     reps: int
+    # The SM clock while the repetitions ran (median of NVML samples, MHz): a power-capped GPU lowers
+    # it in long runs, so two timings compare fairly only at similar clocks. None where NVML is absent.
+    sm_clock_mhz: Optional[float] = None
 
     @staticmethod
-    def from_samples(samples_ms: Sequence[float]) -> "Timing":
+    def from_samples(samples_ms: Sequence[float], sm_clock_mhz: Optional[float] = None) -> "Timing":
         s = np.asarray(samples_ms, dtype=float)
         q1, med, q3 = np.percentile(s, [25, 50, 75])
-        return Timing(float(med), float(q1), float(q3), float(s.min()), float(s.max()), len(s))
+        return Timing(float(med), float(q1), float(q3), float(s.min()), float(s.max()), len(s), sm_clock_mhz)
+
+
+class SmClockSampler:
+    """Reads the SM clock through NVML (libnvidia-ml, loaded with ctypes) about every millisecond
+    on a background thread while a timing loop runs; `median_mhz` afterwards. Does nothing, and
+    reports None, where NVML cannot be loaded."""
+
+    _NVML_CLOCK_SM = 1
+
+    def __init__(self, cuda_device: int = 0) -> None:
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._handle = _nvml_handle(cuda_device)
+
+    def __enter__(self) -> "SmClockSampler":
+        if self._handle is not None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        lib, handle = self._handle
+        mhz = ctypes.c_uint()
+        while not self._stop.is_set():
+            if lib.nvmlDeviceGetClockInfo(handle, self._NVML_CLOCK_SM, ctypes.byref(mhz)) == 0:
+                self.samples.append(mhz.value)
+            time.sleep(0.001)
+
+    @property
+    def median_mhz(self) -> Optional[float]:
+        return float(np.median(self.samples)) if self.samples else None
+
+
+@functools.lru_cache(maxsize=None)
+def _nvml_handle(cuda_device: int) -> Optional[tuple[Any, Any]]:
+    """(library, device handle) for the CUDA device, found by PCI bus id; None without NVML."""
+    try:
+        import cupy
+
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if lib.nvmlInit_v2() != 0:
+            return None
+        bus_id = cupy.cuda.runtime.deviceGetPCIBusId(cuda_device).encode()
+        handle = ctypes.c_void_p()
+        if lib.nvmlDeviceGetHandleByPciBusId_v2(ctypes.c_char_p(bus_id), ctypes.byref(handle)) != 0:
+            return None
+        return lib, handle
+    except (OSError, AttributeError, RuntimeError):
+        return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,21 +156,22 @@ def time_gpu(fn: Callable[[], Any], *, min_reps: int = 5, max_reps: int = 50, bu
     sync_all()
     samples: list[float] = []
     began = time.perf_counter()
-    while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() - began < budget_s):
-        flush(len(samples))
-        if devices:
-            sync_all()
-            t0 = time.perf_counter()
+    with SmClockSampler(cupy.cuda.Device().id) as clock:
+        while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() - began < budget_s):
+            flush(len(samples))
+            if devices:
+                sync_all()
+                t0 = time.perf_counter()
+                fn()
+                sync_all()
+                samples.append((time.perf_counter() - t0) * 1e3)
+                continue
+            start.record()
             fn()
-            sync_all()
-            samples.append((time.perf_counter() - t0) * 1e3)
-            continue
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        samples.append(cupy.cuda.get_elapsed_time(start, stop))
-    return Timing.from_samples(samples)
+            stop.record()
+            stop.synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, stop))
+    return Timing.from_samples(samples, clock.median_mhz)
 
 
 @functools.lru_cache(maxsize=None)
@@ -247,11 +310,12 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
             progress(f"{M}×{N}×{K} cuBLAS: {t_blas.median_ms:.3f} ms, {blas['tflops']:.2f} TFLOPS")
             if path:
                 _write_json(path, result)
-            outputs = {storage_dtype(dtype): C}  # C's dtype per level: Tensor Core levels write fp32
+            C_blas = C
+            outputs = {dtype: C}  # C per output type: Tensor Core levels write fp32 (or the input type)
             for level, params in configs:
-                out_dtype = get_level(level).out_dtype or storage_dtype(dtype)
-                C = outputs.setdefault(out_dtype, cupy.empty((M, N), dtype=out_dtype))
-                C.fill(cupy.nan)
+                c_type = get_level(level).c_type(params, dtype)
+                C = outputs.setdefault(c_type, cupy.empty((M, N), dtype=storage_dtype(c_type)))
+                C[...] = nan_filled((M, N), c_type, cupy)
                 run, expected = dict(params), reference
                 if get_level(level).epilogue:  # bias, alpha, beta and the matching reference
                     extra, C_initial, expected = epilogue_inputs(params, reference, dtype, cupy)
@@ -260,13 +324,17 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
                         C[...] = C_initial
                 gemm(A, B, level, out=C, **run)
                 err = relative_error(C, expected)
-                ok = err <= tolerance(dtype, K)
-                t = time_gpu(lambda: gemm(A, B, level, out=C, **run), **timing) if ok else None
-                if t is None:
+                ok = err <= tolerance(dtype, K, c_type)
+                if not ok:
                     progress(f"{M}×{N}×{K} {level} {params}: WRONG RESULT (error {err:.2e}); not timed")
                     continue
+                # cuBLAS again right before the kernel: a long run heats the GPU and its power cap
+                # lowers the clock, so the pair runs at about the same clock.
+                paired = time_gpu(lambda: cublas_gemm(A, B, C_blas), **timing)
+                t = time_gpu(lambda: gemm(A, B, level, out=C, **run), **timing)
                 rec = _record(level, params, M, N, K, dtype, t, relative_error=err,
-                              ratio_to_cublas=t_blas.median_ms / t.median_ms)
+                              ratio_to_cublas=paired.median_ms / t.median_ms,
+                              cublas_paired_ms=paired.median_ms, cublas_paired_sm_clock_mhz=paired.sm_clock_mhz)
                 result["records"].append(rec)
                 progress(f"{M}×{N}×{K} {level} {params}: {t.median_ms:.3f} ms "
                          f"[{t.q1_ms:.3f}–{t.q3_ms:.3f}], {rec['tflops']:.2f} TFLOPS, "

@@ -54,6 +54,14 @@ def to_float64(X: Any) -> Any:
     return X.astype(xp.float64)
 
 
+def nan_filled(shape: tuple[int, ...], name: str, xp: Any) -> Any:
+    """An array for values of the named type, every element NaN (bfloat16: the bit pattern 0x7FC0).
+    Filled before a launch, any element a kernel fails to write is still NaN afterwards."""
+    if name == BFLOAT16:
+        return xp.full(shape, 0x7FC0, dtype=xp.uint16)
+    return xp.full(shape, xp.nan, dtype=name)
+
+
 def cast(X: Any, name: str) -> Any:
     """Convert a float array to the named type (bfloat16 gives uint16 bit patterns)."""
     return to_bfloat16(X) if name == BFLOAT16 else X.astype(name)

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 
 # CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h)
-_TMA_DTYPE = {"float16": 6, "bfloat16": 9}
+_TMA_DTYPE = {"float16": 6, "bfloat16": 9, "float32": 7}
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 _SWIZZLE_128B = 3
 _L2_PROMOTION_256B = 3
 BOX_INNER = 64  # elements: 64 × 2 bytes = one 128-byte swizzle row
@@ -34,21 +35,23 @@ def _driver() -> Any:
 
 
 def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int) -> bytes:
-    """The 128-byte CUtensorMap of a row-major rows × cols matrix of 2-byte elements, read in
-    boxes of box_rows × 64 elements with the 128-byte swizzle; zeros outside the matrix."""
-    if cols * 2 % 16 or address % 16:
-        raise ValueError("TMA needs 16-byte aligned rows: the column count must be a multiple of 8 "
+    """The 128-byte CUtensorMap of a row-major rows × cols matrix, read or written in boxes of
+    box_rows × 128 bytes (64 two-byte or 32 four-byte elements) with the 128-byte swizzle; reads
+    outside the matrix give zeros, writes outside it are dropped."""
+    size = _ITEMSIZE[type_name]
+    if cols * size % 16 or address % 16:
+        raise ValueError("TMA needs 16-byte aligned rows: each row must be a whole number of 16-byte chunks "
                          "and the matrix must start on a 16-byte boundary")
     tensor_map = (ctypes.c_uint64 * 16)()
     dims = (ctypes.c_uint64 * 2)(cols, rows)          # innermost first
-    strides = (ctypes.c_uint64 * 1)(cols * 2)         # bytes between rows
-    box = (ctypes.c_uint32 * 2)(BOX_INNER, box_rows)
+    strides = (ctypes.c_uint64 * 1)(cols * size)      # bytes between rows
+    box = (ctypes.c_uint32 * 2)(128 // size, box_rows)
     element_strides = (ctypes.c_uint32 * 2)(1, 1)
     status = _driver()(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2, ctypes.c_void_p(address), dims,
                        strides, box, element_strides, 0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
     if status != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for a {rows}×{cols} "
-                           f"{type_name} matrix at {address:#x}, box {box_rows}×{BOX_INNER}")
+                           f"{type_name} matrix at {address:#x}, box {box_rows}×{128 // size}")
     return bytes(tensor_map)
 
 
@@ -73,8 +76,43 @@ def tma_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, block_rows: int) ->
 
 def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[str, Any]) -> tuple:
     """Level 11: (A, B, C, M, N, K) for step 1; tensor maps in place of A and B for the TMA steps."""
+    from .dtypes import dtype_name
     from .levels import HOPPER_STEPS
 
     if params["step"] == 1:
         return (A, B, C, np.int32(M), np.int32(N), np.int32(K))
-    return tma_args(A, B, C, M, N, K, HOPPER_STEPS[params["step"]][0])
+    map_a, map_b, *rest = tma_args(A, B, C, M, N, K, HOPPER_STEPS[params["step"]][0])
+    if params["step"] < 5:
+        return (map_a, map_b, *rest)
+    # Steps 5 and 6 also take a map of C (step 6 stores through it in boxes of 64 rows; step 5 ignores it).
+    map_c = _device_tensor_map(C.data.ptr, dtype_name(C), M, N, 64, C.device.id)
+    return (map_a, map_b, map_c, *rest)
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig (cuda.h)
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
+
+@functools.lru_cache(maxsize=None)
+def _resident_clusters_cached(function_ptr: int, threads: int, shared: int, cluster: int) -> int:
+    lib = ctypes.CDLL("libcuda.so.1")
+    count = ctypes.c_int()
+    # The kernel fixes its cluster shape (__cluster_dims__), so the config leaves it unspecified.
+    config = _LaunchConfig(cluster * 64, 1, 1, threads, 1, 1, shared, None, None, 0)
+    status = lib.cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(function_ptr), ctypes.byref(config))
+    if status != 0 or count.value < 1:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed (CUresult {status}, {count.value} clusters) for "
+                           f"{threads} threads and {shared} B of shared memory per block")
+    return count.value
+
+
+def max_active_clusters(kernel: Any, threads: int, shared: int, cluster: int) -> int:
+    """How many clusters of `cluster` blocks of a compiled kernel can be resident at once: a
+    persistent kernel launches exactly that many, since one more would wait for a whole cluster to
+    finish. The driver answers from the GPU's layout (SMs per GPC), not just SMs / cluster."""
+    if shared > 48 * 1024:  # the query, like a launch, needs the kernel allowed this much first
+        kernel.max_dynamic_shared_size_bytes = shared
+    return _resident_clusters_cached(int(kernel.kernel.ptr), threads, shared, cluster)

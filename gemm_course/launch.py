@@ -52,7 +52,7 @@ def _check_operands(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any,
         raise ValueError(f"empty matrices are not supported: M={M}, N={N}, K={K} must all be ≥ 1")
     if max(M, N, K) >= 2**31:
         raise ValueError("each of M, N, K must be below 2**31 (the kernels index with int)")
-    c_dtype = xp.dtype(lv.out_dtype or storage_dtype(dtype_name(A)))
+    c_dtype = xp.dtype(storage_dtype(lv.c_type(params, dtype_name(A))))
     c_shape = (batch, M, N) if batch else (M, N)
     if out is not None:
         if not isinstance(out, array_type) or out.shape != c_shape or out.dtype != c_dtype \
@@ -183,7 +183,7 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     _require_cc(lv, resolved, dtype_name(A))
     _check_bias(epilogue, N, A.dtype, cupy)
     launch = _geometry(lv, resolved, M, N, K, batch)
-    C = out if out is not None else cupy.empty(A.shape[:-1] + (N,), dtype=lv.out_dtype or A.dtype)
+    C = out if out is not None else cupy.empty(A.shape[:-1] + (N,), dtype=storage_dtype(lv.c_type(resolved, dtype_name(A))))
     kernel_params = _kernel_params(lv, resolved, A, B, C, N, K)
     kernel = get_kernel(lv, kernel_params, source)
     if launch.dynamic_shared_bytes > 48 * 1024:
@@ -228,7 +228,7 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
     cpu_backend.require_small(max(batch, 1) * M * N * K, f"{max(batch, 1)}×{M}×{N}×{K}" if batch else f"{M}×{N}×{K}")
     _check_bias(epilogue, N, A.dtype, np)
     launch = _geometry(lv, resolved, M, N, K, batch)  # the same limits as on a GPU
-    C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=lv.out_dtype or A.dtype)
+    C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=storage_dtype(lv.c_type(resolved, dtype_name(A))))
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
     cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra,
                           launch=launch, race_check=race_check)

@@ -75,6 +75,9 @@ class Level:
     epilogue: bool = False
     # C's dtype when it differs from the inputs' (Tensor Core levels: fp16 in, fp32 out).
     out_dtype: Optional[str] = None
+    # The parameter, if any, that lets a setting write C in the inputs' own type instead (value
+    # "input": bf16 C for bf16 inputs, as cuBLAS writes it); see c_type().
+    c_type_param: Optional[str] = None
     # The source includes CUDA headers (cuda_fp16.h, mma.h): compile with the toolkit's include dirs.
     cuda_headers: bool = False
     # > 0: A, B and C must start at addresses that are multiples of this many bytes (checked at launch).
@@ -94,6 +97,12 @@ class Level:
     @property
     def path(self) -> Path:
         return KERNEL_DIR / self.source
+
+    def c_type(self, params: Mapping[str, Any], input_type: str) -> str:
+        """C's element type by name for a setting and input type ("bfloat16" is stored as uint16)."""
+        if self.c_type_param and params.get(self.c_type_param) == "input":
+            return input_type
+        return self.out_dtype or input_type
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -431,6 +440,16 @@ def _warp_threads(p: Mapping[str, Any]) -> int:
     return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
 
 
+def _warp_shared_bytes(p: Mapping[str, Any]) -> int:
+    """The two buffered tiles of A (transposed, rows padded by 4) and B."""
+    return 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"])
+
+
+def _warp_dynamic_shared(p: Mapping[str, Any]) -> bool:
+    """Over the 48 KB static limit (BK = 32 with wide tiles) the tiles go to dynamic shared memory."""
+    return _warp_shared_bytes(p) > STATIC_SHARED_LIMIT
+
+
 def _warp_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     out = []
     for tile, warp in (("BM", "WM"), ("BN", "WN")):
@@ -445,15 +464,42 @@ def _warp_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append((f"the {name} tile ({elems} floats) does not split into whole float4s over {threads} threads; "
                         "change BK or the warp tiles", f"{name} 分块（{elems} 个 float）无法按 float4 均分给 "
                         f"{threads} 个线程；请调整 BK 或线程束分块"))
-    shared = 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"])
-    if shared > STATIC_SHARED_LIMIT:
-        out.append((f"two buffers need {shared} B of shared memory, over the 48 KB static limit",
-                    f"两块缓冲区需要 {shared} B 共享内存，超过 48 KB 的静态上限"))
+    shared = _warp_shared_bytes(p)
+    if shared > 227 * 1024:
+        out.append((f"two buffers need {shared} B of shared memory, over the 227 KB a block can have (sm_90)",
+                    f"两块缓冲区需要 {shared} B 共享内存，超过一个线程块最多可用的 227 KB（sm_90）"))
+    if p["unroll_k"] and p["unroll_k"] >= p["BK"]:
+        out.append((f"unroll_k={p['unroll_k']} is not below BK={p['BK']}: that is the whole k-tile, unroll_k=0",
+                    f"unroll_k={p['unroll_k']} 不小于 BK={p['BK']}：这就是整个 k 分块，请用 unroll_k=0"))
     accumulators = (4 * p["WM"] // 32) * (4 * p["WN"] // 16)
     if accumulators > 128:
         out.append((f"{accumulators} accumulators per thread (WM·WN/32) cannot stay in 255 registers",
                     f"每线程 {accumulators} 个累加器（WM·WN/32），255 个寄存器放不下"))
     return out
+
+
+def _warp_kernel_name(p: Mapping[str, Any]) -> str:
+    name = (f"gemm_warp_tiled<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, "
+            f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}, {p['group_m']}")
+    # The last template arguments at their defaults: the name the recorded results were made with.
+    dynamic = _warp_dynamic_shared(p)
+    if p["frag_buffers"] == 1 and not p["stepped"] and not p["unroll_k"] and not dynamic:
+        return name + f"{_batched_suffix(p)}>"
+    return name + (f", {str(bool(p.get('batched'))).lower()}, {p['frag_buffers']}, {str(p['stepped']).lower()}, "
+                   f"{p['unroll_k'] or p['BK']}" + (", true>" if dynamic else ">"))
+
+
+def _warp_sweep(p: Mapping[str, Any]) -> bool:
+    """The settings the sweep times (44): 4 to 8 warps with 64×32, 64×64 or 128×32 warp tiles, BK 8 or 16,
+    wide or square block tiles; min_blocks 2, and also 1 for 8 warps (only 1 where 8 warps of 64×64 need
+    255 registers). Each as the plain kernel and with fragment double buffering plus stepped pointers,
+    and at BK = 16 also with that loop unrolled 8 steps at a time (unroll_k = 8)."""
+    threads, accumulators = _warp_threads(p), p["WM"] * p["WN"] // 32
+    blocks = (1,) if threads == 256 and accumulators == 128 else (1, 2) if threads == 256 else (2,)
+    pipelines = ((1, False, 0), (2, True, 0)) + (((2, True, 8),) if p["BK"] == 16 else ())
+    return (p["group_m"] == 8 and 128 <= threads <= 256 and p["BK"] in (8, 16) and p["BN"] >= 128
+            and (p["WM"], p["WN"]) in ((64, 32), (64, 64), (128, 32)) and p["min_blocks"] in blocks
+            and (p["frag_buffers"], p["stepped"], p["unroll_k"]) in pipelines)
 
 
 # The best setting of the recorded 4096³ sweep: 64×256 block tiles of 4 warps with 64×64 warp tiles
@@ -478,19 +524,33 @@ WARP_TILING = Level(
         Param("group_m", 8, (1, 8), "tile rows per group of the block order: 8 makes blocks that run at "
               "the same time share rows of A and columns of B in L2; 1 is plain row-by-row order",
               "线程块顺序中每组的分块行数：8 让同时运行的线程块在 L2 中共享 A 的行与 B 的列；1 即逐行的普通顺序"),
+        Param("frag_buffers", 1, (1, 2), "sets of fragment registers: 2 loads the A and B values of step k+1 "
+              "from shared memory while the FMAs of step k run (and the next k-tile's first ones across "
+              "the barrier)", "片段寄存器的份数：2 表示在第 k 步的 FMA 执行时，从共享内存读取第 k+1 步的 A、B "
+              "值（跨过屏障时读取下一个 k 分块的第一步）"),
+        Param("stepped", False, (False, True), "global loads start from one pointer per operand that moves by a "
+              "k-tile per step, instead of recomputing each load's 64-bit address and bounds (vector path)",
+              "全局加载从每个操作数的一个指针出发，该指针每步前移一个 k 分块，而不是为每次加载重新计算 64 位地址与"
+              "边界（向量路径）"),
+        Param("unroll_k", 0, (0, 8), "k steps per copy of the unrolled loop body: 0 unrolls the whole k-tile (BK "
+              "steps of straight code); 8 runs it as BK/8 passes over 8 steps, less code for the instruction cache",
+              "展开后循环体每份包含的 k 步数：0 表示把整个 k 分块（BK 步）展开成直线代码；8 表示分 BK/8 趟执行同一份 "
+              "8 步代码，指令缓存中的代码更少"),
     ),
-    kernel_name=lambda p: (f"gemm_warp_tiled<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, "
-                           f"{str(p.get('aligned', True)).lower()}, {p['min_blocks']}, {p['group_m']}"
-                           f"{_batched_suffix(p)}>"),
+    kernel_name=_warp_kernel_name,
     geometry=lambda M, N, K, p: Launch(grid=(ceil_div(M, p["BM"]) * ceil_div(N, p["BN"]), 1, 1),
-                                       block=(_warp_threads(p), 1, 1)),
+                                       block=(_warp_threads(p), 1, 1),
+                                       dynamic_shared_bytes=_warp_shared_bytes(p) if _warp_dynamic_shared(p) else 0),
+    # Dynamic shared memory over 48 KB: up to 163 KB per block from sm_80 (A100), 227 KB on sm_90.
+    setting_min_cc=lambda p: (0 if not _warp_dynamic_shared(p) else 80 if _warp_shared_bytes(p) <= 163 * 1024
+                              else 90),
     rules=_warp_rules,
     vector_width=4,
-    showcase=({}, {"BM": 64, "BN": 128}, TUNED_WARP_TILING),
+    showcase=({}, {"BM": 64, "BN": 128}, TUNED_WARP_TILING, {**TUNED_WARP_TILING, "stepped": True},
+              {**TUNED_WARP_TILING, "stepped": True, "BK": 32}, {**TUNED_WARP_TILING, "frag_buffers": 2}),
     experiments=({"group_m": 1}, {**TUNED_WARP_TILING, "group_m": 1}),
     record_shapes=((4096, 4096, 1024), (8192, 1024, 4096), (1024, 8192, 4096)),
-    sweep=lambda p: (128 <= _warp_threads(p) <= 512 and (p["min_blocks"] == 1 or _warp_threads(p) <= 256)
-                     and p["group_m"] == 8),
+    sweep=_warp_sweep,
     batched=True,
 )
 
@@ -502,9 +562,75 @@ def _input_type(p: Mapping[str, Any]) -> str:
     return "__nv_bfloat16" if p.get("bf16") else "__half"
 
 
+# staging='pipelined' only: its default k-tile depth, and its parameters' values under the other stagings.
+WMMA_PIPELINE_BK = 32
+WMMA_PIPELINE_ONLY = {"stages": 3, "WM": 64, "WN": 32, "BK": WMMA_PIPELINE_BK, "frag_buffers": 1}
+
+
 def _wmma_threads(p: Mapping[str, Any]) -> int:
+    if p["staging"] == "pipelined":  # a warp's tile of C: WM×WN
+        return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
     tile = 16 if p["staging"] == "none" else 32  # a warp's tile of C: one fragment, or 2×2
     return (p["BM"] // tile) * (p["BN"] // tile) * 32
+
+
+def _wmma_pipeline_bytes(p: Mapping[str, Any]) -> int:
+    """Dynamic shared memory of staging='pipelined': STAGES × (BM×(BK+8) A + BK×(BN+8) B) halves."""
+    bk = p.get("BK", WMMA_PIPELINE_BK)
+    return p["stages"] * (p["BM"] * (bk + 8) + bk * (p["BN"] + 8)) * 2
+
+
+def _wmma_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
+    threads = _wmma_threads(p)
+    if p["staging"] == "pipelined":  # one block per tile in a 1-D grid: the kernel orders the tiles
+        return Launch(grid=(ceil_div(M, p["BM"]) * ceil_div(N, p["BN"]), 1, 1), block=(threads, 1, 1),
+                      dynamic_shared_bytes=_wmma_pipeline_bytes(p))
+    return Launch(grid=(ceil_div(N, p["BN"]), ceil_div(M, p["BM"]), 1), block=(threads, 1, 1))
+
+
+def _wmma_kernel_name(p: Mapping[str, Any]) -> str:
+    t, aligned = _input_type(p), str(p.get("aligned", True)).lower()
+    if p["staging"] == "none":
+        return f"wmma_direct<{t}, {p['BM'] // 16}, {p['BN'] // 16}>"
+    if p["staging"] == "shared":
+        return f"wmma_shared<{t}, {p['BM']}, {p['BN']}, {aligned}>"
+    name = f"wmma_pipelined<{t}, {p['BM']}, {p['BN']}, {p['WM']}, {p['WN']}, {p['stages']}, {aligned}"
+    if p.get("BK", WMMA_PIPELINE_BK) == WMMA_PIPELINE_BK and p.get("frag_buffers", 1) == 1:
+        return name + ">"  # the defaults: the same instantiation as before these two parameters
+    return name + f", {p['BK']}, {p['frag_buffers']}>"
+
+
+def _wmma_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    if p["staging"] != "pipelined":
+        changed = [f"{k}={p[k]}" for k, v in WMMA_PIPELINE_ONLY.items() if p[k] != v]
+        if changed:
+            defaults = ", ".join(f"{k}={v}" for k, v in WMMA_PIPELINE_ONLY.items())
+            out.append((f"{', '.join(changed)} only shape staging='pipelined'; leave {defaults} for "
+                        f"staging='{p['staging']}'",
+                        f"{', '.join(changed)} 只对 staging='pipelined' 起作用；staging='{p['staging']}' 时请保持 "
+                        f"{defaults}"))
+        for tile in ("BM", "BN"):
+            if p[tile] > 128:
+                out.append((f"{tile}={p[tile]} is for staging='pipelined'; staging='{p['staging']}' takes 32 to 128",
+                            f"{tile}={p[tile]} 仅用于 staging='pipelined'；staging='{p['staging']}' 只接受 32 到 128"))
+        return out
+    for tile, warp in (("BM", "WM"), ("BN", "WN")):
+        if p[tile] % p[warp]:
+            out.append((f"{tile}={p[tile]} is not a multiple of the warp tile {warp}={p[warp]}",
+                        f"{tile}={p[tile]} 不是线程束分块 {warp}={p[warp]} 的整数倍"))
+    if out:
+        return out
+    # Each thread holds WM·WN/32 fp32 accumulators and needs about 40 more registers (fragments,
+    # addresses); an SM has 65536, shared by the block's threads (at most 255 each).
+    threads, accumulators = _wmma_threads(p), p["WM"] * p["WN"] // 32
+    if accumulators + 40 > min(255, 65536 // threads):
+        out.append((f"{threads} threads with {accumulators} accumulators each (WM·WN/32) do not fit in the "
+                    f"{min(255, 65536 // threads)} registers per thread an SM can give them; use fewer warps "
+                    "(larger warp tiles or a smaller block tile)",
+                    f"{threads} 个线程、每线程 {accumulators} 个累加器（WM·WN/32），超出 SM 能分给每个线程的 "
+                    f"{min(255, 65536 // threads)} 个寄存器；请减少线程束（加大线程束分块或缩小线程块分块）"))
+    return out
 
 
 def _wmma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -513,7 +639,23 @@ def _wmma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tupl
                  f"multiples of 16 (got {M}×{N}×{K}); use staging='shared', which handles any shape",
                  f"staging='none' 直接从全局内存载入完整的 16×16 片段，要求 M、N、K 都是 16 的倍数"
                  f"（当前为 {M}×{N}×{K}）；请改用可处理任意形状的 staging='shared'")]
+    if p["staging"] == "pipelined" and (K % 8 or N % 8):
+        return [(f"staging='pipelined' copies 16-byte chunks (8 halves) with cp.async, so K and N must be "
+                 f"multiples of 8 (got K={K}, N={N}); pad the matrices with zeros, or use staging='shared', "
+                 "which handles any shape",
+                 f"staging='pipelined' 用 cp.async 按 16 字节（8 个半精度数）拷贝，要求 K 和 N 都是 8 的倍数"
+                 f"（当前 K={K}，N={N}）；请用 0 填充矩阵，或改用可处理任意形状的 staging='shared'")]
     return []
+
+
+def _wmma_sweep(p: Mapping[str, Any]) -> bool:
+    """Every setting of the first two stagings; for 'pipelined', block tiles of 128 or 256 with 4 or 8 warps,
+    and BK=64 or frag_buffers=2 only with 64×64 warp tiles (with 64×32 ones they spill at 128 registers)."""
+    if p["staging"] != "pipelined":
+        return True
+    deeper = p["BK"] != WMMA_PIPELINE_BK or p["frag_buffers"] != 1
+    return (min(p["BM"], p["BN"]) >= 128 and 128 <= _wmma_threads(p) <= 256
+            and (not deeper or p["WM"] * p["WN"] == 64 * 64))
 
 
 WMMA = Level(
@@ -523,18 +665,41 @@ WMMA = Level(
     title_zh="用 WMMA 调用张量核心",
     source="09_wmma.cu",
     params=(
-        Param("staging", "shared", ("none", "shared"),
-              "fragments straight from global memory (one 16×16 tile per warp), or staged in shared "
-              "memory (32×32 per warp, any shape)", "片段直接从全局内存载入（每个线程束一个 16×16 分块），"
-              "或先放入共享内存（每个线程束 32×32，任意形状）"),
-        Param("BM", 64, (32, 64, 128), "rows of C per thread block", "每个线程块负责的 C 的行数"),
-        Param("BN", 64, (32, 64, 128), "columns of C per thread block", "每个线程块负责的 C 的列数"),
+        Param("staging", "shared", ("none", "shared", "pipelined"),
+              "fragments straight from global memory (one 16×16 tile per warp), staged in shared "
+              "memory (32×32 per warp, any shape), or 'pipelined': a ring of shared buffers filled by "
+              "cp.async while the warps compute (WM×WN per warp, sm_80+, K and N multiples of 8)",
+              "片段直接从全局内存载入（每个线程束一个 16×16 分块），先放入共享内存（每个线程束 32×32，"
+              "任意形状），或 'pipelined'：线程束计算的同时由 cp.async 填充共享内存环形缓冲"
+              "（每个线程束 WM×WN，sm_80+，K 和 N 须为 8 的倍数）"),
+        Param("BM", 64, (32, 64, 128, 256), "rows of C per thread block (256: staging='pipelined' only)",
+              "每个线程块负责的 C 的行数（256 仅用于 staging='pipelined'）"),
+        Param("BN", 64, (32, 64, 128, 256), "columns of C per thread block (256: staging='pipelined' only)",
+              "每个线程块负责的 C 的列数（256 仅用于 staging='pipelined'）"),
+        Param("stages", WMMA_PIPELINE_ONLY["stages"], (2, 3, 4),
+              "shared-memory buffers in the cp.async ring (k-tiles in flight + 1); staging='pipelined' only",
+              "cp.async 环形缓冲中的共享内存缓冲区数（在途的 k 分块数 + 1）；仅用于 staging='pipelined'"),
+        Param("WM", WMMA_PIPELINE_ONLY["WM"], (32, 64),
+              "rows of C per warp (WM/16 fragments down); staging='pipelined' only",
+              "每个线程束负责的 C 的行数（纵向 WM/16 个片段）；仅用于 staging='pipelined'"),
+        Param("WN", WMMA_PIPELINE_ONLY["WN"], (32, 64),
+              "columns of C per warp (WN/16 fragments across); staging='pipelined' only",
+              "每个线程束负责的 C 的列数（横向 WN/16 个片段）；仅用于 staging='pipelined'"),
+        Param("BK", WMMA_PIPELINE_ONLY["BK"], (32, 64),
+              "depth of one k-tile (2 or 4 WMMA steps of 16): 64 halves the barriers and cp.async waits "
+              "per multiply-add, at twice the shared memory per stage; staging='pipelined' only",
+              "每个 k 分块的深度（2 或 4 个 16 深的 WMMA 步）：64 让每次乘加分摊到的栅栏和 cp.async 等待减半，"
+              "代价是每级缓冲的共享内存翻倍；仅用于 staging='pipelined'"),
+        Param("frag_buffers", WMMA_PIPELINE_ONLY["frag_buffers"], (1, 2),
+              "sets of fragment registers: 2 loads the fragments of the next 16-deep step (across the "
+              "k-tile barrier too) before the mma_sync of the current one; staging='pipelined' only",
+              "片段寄存器的份数：2 表示在当前一步的 mma_sync 之前先载入下一个 16 深步的片段（跨过 k 分块的"
+              "栅栏也如此）；仅用于 staging='pipelined'"),
     ),
-    kernel_name=lambda p: (f"wmma_direct<{_input_type(p)}, {p['BM'] // 16}, {p['BN'] // 16}>" if p["staging"] == "none"
-                           else f"wmma_shared<{_input_type(p)}, {p['BM']}, {p['BN']}, "
-                                f"{str(p.get('aligned', True)).lower()}>"),
-    geometry=lambda M, N, K, p: Launch(grid=(ceil_div(N, p["BN"]), ceil_div(M, p["BM"]), 1),
-                                       block=(_wmma_threads(p), 1, 1)),
+    kernel_name=_wmma_kernel_name,
+    geometry=_wmma_geometry,
+    rules=_wmma_rules,
+    setting_min_cc=lambda p: 80 if p["staging"] == "pipelined" else 0,  # cp.async arrived with sm_80
     dtypes=("float16", "bfloat16"),
     out_dtype="float32",
     vector_width=8,
@@ -542,8 +707,12 @@ WMMA = Level(
     uses_tensor_cores=True,
     cuda_headers=True,
     shape_rules=_wmma_shape_rules,
-    showcase=({"staging": "none"}, {}, {"BM": 128, "BN": 128}),
-    sweep=lambda p: True,
+    showcase=({"staging": "none"}, {}, {"BM": 128, "BN": 128},
+              {"staging": "pipelined", "BM": 128, "BN": 128, "stages": 4},
+              {"staging": "pipelined", "BM": 256, "BN": 128, "WN": 64, "stages": 3},
+              {"staging": "pipelined", "BM": 256, "BN": 128, "WN": 64, "stages": 3, "BK": 64},
+              {"staging": "pipelined", "BM": 256, "BN": 128, "WN": 64, "stages": 3, "BK": 64, "frag_buffers": 2}),
+    sweep=_wmma_sweep,
 )
 
 
@@ -558,15 +727,92 @@ def _mma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tuple
     return []
 
 
+def _mma_overlapped(p: Mapping[str, Any]) -> bool:
+    """Whether a setting runs the overlapped kernel (gemm_mma_overlapped, gemm_mma_tma_overlapped:
+    64×64 warp tiles, BN/32 warps) rather than the first kernel of the file (gemm_mma_pipeline) or
+    the plain TMA kernel (gemm_mma_tma)."""
+    if p["copy"] == "tma":
+        return p["frag_buffers"] == 2
+    return p["copy"] == "cp_async_mbarrier" or p["frag_buffers"] == 2 or p["copy_issue"] == "spread"
+
+
+def _mma_shared_bytes(p: Mapping[str, Any]) -> int:
+    """Dynamic shared memory: the stages of A (128 × BK) and B (BK × BN) tiles, in 2-byte elements;
+    the TMA and overlapped kernels align them to the swizzle's 1 KB period (+1024)."""
+    bk = 64 if p["copy"] == "tma" else p["BK"]  # TMA: 64-deep k-tiles (BN = 256: 16 KB of A, 32 KB of B)
+    stage = (128 + p["BN"]) * bk * 2
+    return p["stages"] * stage + (1024 if p["copy"] == "tma" or _mma_overlapped(p) else 0)
+
+
 def _mma_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
-    if p["copy"] == "tma" and p["BN"] != 256:
-        return [("copy='tma' is written for the 128×256 block tile (64×64 warp tiles); set BN=256",
-                 "copy='tma' 是为 128×256 的线程块分块（64×64 的线程束分块）编写的；请设置 BN=256")]
-    return []
+    problems = []
+    if p["copy"] == "tma" and p["frag_buffers"] == 1 and p["BN"] != 256:
+        problems.append(("copy='tma' is written for the 128×256 block tile (64×64 warp tiles); set BN=256 "
+                         "(or frag_buffers=2: the overlapped kernel also takes BN=128, with 4 warps)",
+                         "copy='tma' 是为 128×256 的线程块分块（64×64 的线程束分块）编写的；请设置 BN=256"
+                         "（或 frag_buffers=2：重叠内核也接受 BN=128，用 4 个线程束）"))
+    if p["copy"] == "tma" and p["BK"] != 32:
+        problems.append(("copy='tma' always copies 64-deep k-tiles (128-byte rows, TMA's swizzle); BK sets the "
+                         "cp.async settings' k-tile: leave it at its default",
+                         "copy='tma' 总是拷贝深度为 64 的 k 分块（128 字节的行，TMA 的 swizzle）；BK 只用于 cp.async "
+                         "设置的 k 分块：请保持默认值"))
+    if p["copy"] == "tma" and p["copy_issue"] != "burst":
+        problems.append(("with copy='tma' one thread asks for each whole k-tile: leave copy_issue at 'burst'",
+                         "copy='tma' 时由一个线程一次请求整个 k 分块：copy_issue 请保持为 'burst'"))
+    schedule = p["refill_lag"] != 1 or p["ldmatrix_issue"] != "burst" or p["mma_order"] != "rows"
+    if schedule and not _mma_overlapped(p):
+        problems.append(("refill_lag, ldmatrix_issue and mma_order change the overlapped kernel: set frag_buffers=2",
+                         "refill_lag、ldmatrix_issue 和 mma_order 只作用于重叠内核：请设置 frag_buffers=2"))
+    if p["ldmatrix_issue"] == "spread" and p["frag_buffers"] != 2:
+        problems.append(("ldmatrix_issue='spread' loads the next k-step's fragments during this k-step's mma.sync, "
+                         "into a second register set: set frag_buffers=2",
+                         "ldmatrix_issue='spread' 在本 k 步的 mma.sync 期间把下一 k 步的片段载入第二组寄存器："
+                         "请设置 frag_buffers=2"))
+    if p["refill_lag"] == 2 and p["copy"] == "cp_async":
+        problems.append(("refill_lag=2 waits on the per-stage 'empty' mbarriers; copy='cp_async' has a block barrier "
+                         "instead: use copy='cp_async_mbarrier' or 'tma'",
+                         "refill_lag=2 等待每个流水级的 'empty' mbarrier；copy='cp_async' 用的是线程块屏障："
+                         "请改用 copy='cp_async_mbarrier' 或 'tma'"))
+    if p["refill_lag"] == 2 and p["stages"] < 3:
+        problems.append(("refill_lag=2 keeps stages-2 k-tiles in flight: set stages=3 or 4",
+                         "refill_lag=2 时在途的 k 分块数为 stages-2：请设置 stages=3 或 4"))
+    if p["copy"] == "cp_async" and not _mma_overlapped(p) and p["BK"] == 64 and p["BN"] != 256:
+        problems.append(("BK=64 in the first kernel is for the 128×256 tile: with BN=128 two blocks share an SM, "
+                         "each thread gets 128 registers and the compiler spills; set BN=256, or frag_buffers=2",
+                         "第一个内核中 BK=64 用于 128×256 分块：BN=128 时两个线程块共享一个 SM，每个线程只有 128 个"
+                         "寄存器，编译器会溢出；请设置 BN=256，或 frag_buffers=2"))
+    return problems
+
+
+def _mma_schedule_args(p: Mapping[str, Any]) -> str:
+    """The overlapped kernels' last template arguments (refill_lag, ldmatrix_issue, mma_order); empty
+    at their defaults, so that the earlier settings keep their kernel names."""
+    if p["refill_lag"] == 1 and p["ldmatrix_issue"] == "burst" and p["mma_order"] == "rows":
+        return ""
+    return (f", {p['refill_lag']}, {str(p['ldmatrix_issue'] == 'spread').lower()}, "
+            f"{str(p['mma_order'] == 'serpentine').lower()}")
+
+
+def _mma_kernel_name(p: Mapping[str, Any]) -> str:
+    bf16 = str(p.get("bf16", False)).lower()
+    if p["copy"] == "tma":
+        return (f"gemm_mma_tma_overlapped<{bf16}, {p['stages']}, {p['BN']}{_mma_schedule_args(p)}>"
+                if _mma_overlapped(p) else f"gemm_mma_tma<{bf16}, {p['stages']}>")
+    if _mma_overlapped(p):
+        return (f"gemm_mma_overlapped<{bf16}, {p['stages']}, {str(p['copy'] == 'cp_async_mbarrier').lower()}, "
+                f"{p['BN']}, {p['BK']}, {p['frag_buffers']}, {str(p['copy_issue'] == 'spread').lower()}"
+                f"{_mma_schedule_args(p)}>")
+    bk = "" if p["BK"] == 32 else f", {p['BK']}"  # the template's default: the same name as before BK existed
+    return f"gemm_mma_pipeline<{p['stages']}, {bf16}, {p['BN']}{bk}>"
+
+
+def _mma_min_cc(p: Mapping[str, Any]) -> int:
+    """TMA needs sm_90; so does shared memory beyond the A100's 163 KB per block (sm_90: 227 KB)."""
+    return 90 if p["copy"] == "tma" or _mma_shared_bytes(p) > 163 * 1024 else 0
 
 
 def _mma_kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, p: Mapping[str, Any]) -> tuple:
-    """Raw pointers for the cp.async kernel; TMA tensor maps of A and B for copy='tma'."""
+    """Raw pointers for the cp.async kernels; TMA tensor maps of A and B for copy='tma'."""
     import numpy as np
 
     if p["copy"] == "tma":
@@ -578,9 +824,8 @@ def _mma_kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, p: Mapping[
 
 def _mma_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
     grid = (ceil_div(M, 128) * ceil_div(N, p["BN"]), 1, 1)
-    if p["copy"] == "tma":  # stages of 64-deep k-tiles (16 KB of A, 32 KB of B), aligned to the swizzle's 1 KB
-        return Launch(grid=grid, block=(256, 1, 1), dynamic_shared_bytes=p["stages"] * 48 * 1024 + 1024)
-    return Launch(grid=grid, block=(256, 1, 1), dynamic_shared_bytes=p["stages"] * (8 + p["BN"] // 16) * 1024)
+    threads = p["BN"] if _mma_overlapped(p) else 256  # the overlapped kernel: one warp per 64×64 of C
+    return Launch(grid=grid, block=(threads, 1, 1), dynamic_shared_bytes=_mma_shared_bytes(p))
 
 
 MMA_PIPELINE = Level(
@@ -591,16 +836,44 @@ MMA_PIPELINE = Level(
     source="10_mma_pipeline.cu",
     params=(Param("stages", 3, (2, 3, 4), "shared-memory buffers in the cp.async pipeline (k-tiles in "
                   "flight + 1)", "cp.async 流水线中的共享内存缓冲区数（在途的 k 分块数 + 1）"),
-            Param("BN", 128, (128, 256), "columns of C per thread block (each warp owns 64×BN/4)",
-                  "每个线程块负责的 C 的列数（每个线程束负责 64×BN/4）"),
-            Param("copy", "cp_async", ("cp_async", "tma"), "who copies the k-tiles: the warps themselves "
-                  "(cp.async, sm_80+), or the TMA engine through mbarriers (sm_90, BN=256 only)",
-                  "由谁拷贝 k 分块：线程束自己（cp.async，sm_80+），或经 mbarrier 由 TMA 引擎拷贝（sm_90，仅 BN=256）")),
-    kernel_name=lambda p: (f"gemm_mma_tma<{str(p.get('bf16', False)).lower()}, {p['stages']}>" if p["copy"] == "tma"
-                           else f"gemm_mma_pipeline<{p['stages']}, {str(p.get('bf16', False)).lower()}, {p['BN']}>"),
+            Param("BN", 128, (128, 256), "columns of C per thread block (8 warps of 64×BN/4; the overlapped "
+                  "kernel: BN/32 warps of 64×64)", "每个线程块负责的 C 的列数（8 个线程束，每个负责 64×BN/4；"
+                  "重叠内核：BN/32 个线程束，每个负责 64×64）"),
+            Param("copy", "cp_async", ("cp_async", "cp_async_mbarrier", "tma"),
+                  "who copies the k-tiles and how the warps learn they have landed: the warps themselves with "
+                  "cp.async and a block barrier per k-tile (sm_80+); cp.async completing on per-stage mbarriers, "
+                  "no block barrier (overlapped kernel); or the TMA engine through mbarriers (sm_90)",
+                  "由谁拷贝 k 分块、线程束如何得知数据已到：线程束自己用 cp.async，每个 k 分块一次线程块屏障"
+                  "（sm_80+）；cp.async 在每个流水级的 mbarrier 上完成，没有线程块屏障（重叠内核）；"
+                  "或经 mbarrier 由 TMA 引擎拷贝（sm_90）"),
+            Param("BK", 32, (32, 64), "k-tile depth of the cp.async settings (64: half the barriers per flop, "
+                  "twice the shared memory); TMA's k-tiles are always 64 deep",
+                  "cp.async 设置的 k 分块深度（64：每次浮点运算的屏障减半，共享内存加倍）；TMA 的 k 分块总是 64"),
+            Param("frag_buffers", 1, (1, 2), "fragment register sets: 2 loads the next k-step's fragments with "
+                  "ldmatrix before this k-step's mma.sync, across k-tiles too (overlapped kernel)",
+                  "片段寄存器组数：2 表示在本 k 步的 mma.sync 之前就用 ldmatrix 载入下一 k 步的片段，"
+                  "跨 k 分块也如此（重叠内核）"),
+            Param("copy_issue", "burst", ("burst", "spread"), "a k-tile's cp.async all at once after the "
+                  "barrier, or spread one per row of mma.sync over the k-steps (overlapped kernel)",
+                  "一个 k 分块的 cp.async 在屏障后一次发出，或分散到各 k 步、每行 mma.sync 之后发一条"
+                  "（重叠内核）"),
+            Param("refill_lag", 1, (1, 2), "which stage a refill reuses (mbarrier feeds, overlapped kernel): 1, the "
+                  "k-tile just finished (wait for the slowest warp to leave it); 2, the one before it, which every "
+                  "warp has already left (one k-tile less in flight)",
+                  "补充拷贝复用哪个流水级（mbarrier 供数，重叠内核）：1 表示刚算完的 k 分块（要等最慢的线程束离开）；"
+                  "2 表示再前一个，所有线程束早已离开（在途的 k 分块少一个）"),
+            Param("ldmatrix_issue", "burst", ("burst", "spread"), "the next k-step's ldmatrix all before this "
+                  "k-step's mma.sync, or one A and one B ldmatrix after each row of 8 mma.sync (frag_buffers=2)",
+                  "下一 k 步的 ldmatrix 全部在本 k 步的 mma.sync 之前发出，或每行 8 条 mma.sync 之后发一条 A、"
+                  "一条 B 的 ldmatrix（frag_buffers=2）"),
+            Param("mma_order", "rows", ("rows", "serpentine"), "order of a warp's 4×8 mma.sync per k-step: row by "
+                  "row left to right, or odd rows right to left (a B fragment used twice in a row; overlapped kernel)",
+                  "线程束每个 k 步 4×8 条 mma.sync 的顺序：逐行从左到右，或奇数行从右到左（相邻两条共用一个 B 片段；"
+                  "重叠内核）")),
+    kernel_name=_mma_kernel_name,
     geometry=_mma_geometry,
     rules=_mma_rules,
-    setting_min_cc=lambda p: 90 if p["copy"] == "tma" else 0,
+    setting_min_cc=_mma_min_cc,
     kernel_args=_mma_kernel_args,
     dtypes=("float16", "bfloat16"),
     out_dtype="float32",
@@ -609,22 +882,35 @@ MMA_PIPELINE = Level(
     alignment=16,
     shape_rules=_mma_shape_rules,
     showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}, {"stages": 4, "BN": 256},
-              {"stages": 3, "BN": 256, "copy": "tma"}),
+              {"stages": 3, "BN": 256, "copy": "tma"},
+              # the overlapped kernel, one change at a time (BK alone first, in the first kernel)
+              {"stages": 4, "BN": 256, "BK": 64},
+              {"stages": 4, "BN": 256, "BK": 64, "frag_buffers": 2},
+              {"stages": 4, "BN": 256, "BK": 64, "frag_buffers": 2, "copy_issue": "spread"},
+              {"stages": 4, "BN": 256, "BK": 64, "frag_buffers": 2, "copy_issue": "spread", "copy": "cp_async_mbarrier"},
+              {"stages": 4, "BN": 256, "copy": "tma", "frag_buffers": 2},
+              {"stages": 4, "BN": 256, "copy": "tma", "frag_buffers": 2, "ldmatrix_issue": "spread"}),
 )
 
 
 # --- Level 11: Hopper — wgmma, TMA, mbarriers, warp specialization ------------------------------------
 
 # Per step: block tile (BM, BN), threads, and the kernel (see the diagram in 11_hopper_wgmma.cu).
-HOPPER_STEPS = {1: (64, 128, 128), 2: (128, 128, 256), 3: (128, 256, 384), 4: (128, 256, 384)}
+HOPPER_STEPS = {1: (64, 128, 128), 2: (128, 128, 256), 3: (128, 256, 384), 4: (128, 256, 384),
+                5: (128, 256, 384), 6: (128, 256, 384)}
+HOPPER_CLUSTER = 2  # steps 5, 6: blocks per cluster (two tiles, one above the other, share B)
+HOPPER_C_PIECES_BYTES = 4 * 64 * 128  # step 6: two 64-row × 128-byte pieces of C per consumer
 
 
 def _hopper_kernel_name(p: Mapping[str, Any]) -> str:
     bf16 = str(p.get("bf16", True)).lower()
-    return {1: f"hopper_wgmma_plain<{bf16}>",
-            2: f"hopper_wgmma_tma<{bf16}, {p['stages']}>",
-            3: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, false>",
-            4: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, true>"}[p["step"]]
+    out = "unsigned short" if p["c_type"] == "input" else "float"
+    return {1: f"hopper_wgmma_plain<{bf16}, {out}>",
+            2: f"hopper_wgmma_tma<{bf16}, {p['stages']}, {out}>",
+            3: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, false, {out}>",
+            4: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, true, {out}>",
+            5: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, false>",
+            6: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, true>"}[p["step"]]
 
 
 def _sm_count() -> int:
@@ -638,10 +924,28 @@ def _hopper_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
     if p["step"] == 1:
         return Launch(grid=(ceil_div(N, bn), ceil_div(M, bm), 1), block=(threads, 1, 1))
     tiles = ceil_div(M, bm) * ceil_div(N, bn)
-    blocks = min(tiles, _sm_count()) if p["step"] == 4 else tiles  # step 4: one persistent block per SM
     stage_bytes = (bm + bn) * 64 * 2
-    return Launch(grid=(blocks, 1, 1), block=(threads, 1, 1),
-                  dynamic_shared_bytes=p["stages"] * stage_bytes + 1024)  # +1024: align to the swizzle period
+    shared = p["stages"] * stage_bytes + 1024  # +1024: align to the swizzle period
+    if p["step"] == 6:
+        shared += HOPPER_C_PIECES_BYTES
+    blocks = min(tiles, _sm_count()) if p["step"] == 4 else tiles  # step 4: one persistent block per SM
+    if p["step"] >= 5:  # one persistent cluster per resident pair of SMs, each walking pairs of tiles
+        pairs = ceil_div(M, HOPPER_CLUSTER * bm) * ceil_div(N, bn)
+        blocks = HOPPER_CLUSTER * (pairs if pairs <= 1 else min(pairs, _resident_clusters(p, threads, shared)))
+    return Launch(grid=(blocks, 1, 1), block=(threads, 1, 1), dynamic_shared_bytes=shared)
+
+
+def _resident_clusters(p: Mapping[str, Any], threads: int, shared: int) -> int:
+    """How many clusters of step 5 fit on the GPU at once (the driver's answer: a GPC's SM count may
+    be odd, so it can be fewer than SMs / 2); without a GPU, SMs / 2 for reports."""
+    from . import device
+
+    if not device.gpu_available():
+        return _sm_count() // HOPPER_CLUSTER
+    from .compile import get_kernel
+    from .hopper import max_active_clusters
+
+    return max_active_clusters(get_kernel(HOPPER, dict(p)), threads, shared, HOPPER_CLUSTER)
 
 
 def _hopper_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -673,27 +977,38 @@ HOPPER = Level(
     title_zh="Hopper：wgmma、TMA 与线程束专用化",
     source="11_hopper_wgmma.cu",
     params=(
-        Param("step", 4, (1, 2, 3, 4),
+        Param("step", 4, (1, 2, 3, 4, 5, 6),
               "1: wgmma on tiles all threads copy in; 2: + TMA into a ring of mbarrier stages; 3: + a "
               "producer warpgroup and two consumer warpgroups, 128×256 tiles; 4: + persistent blocks, "
-              "overlapped k-tiles and stores",
+              "overlapped k-tiles and stores; 5: + clusters of two blocks that share each k-tile of B "
+              "through TMA multicast; 6: + C leaves through shared memory and TMA stores, under the next "
+              "tile's math",
               "1：所有线程拷入分块后执行 wgmma；2：再加上 TMA 与 mbarrier 多级环形缓冲；3：再加上一个生产者"
-              "线程束组和两个消费者线程束组，128×256 分块；4：再加上常驻线程块，k 分块之间与写回互相重叠"),
-        Param("stages", 4, (2, 3, 4), "shared-memory buffers in the TMA ring (steps 2–4)",
-              "TMA 环形缓冲中的共享内存缓冲区数（第 2–4 步）"),
+              "线程束组和两个消费者线程束组，128×256 分块；4：再加上常驻线程块，k 分块之间与写回互相重叠；"
+              "5：再加上两个线程块组成的簇，借 TMA 多播共享 B 的每个 k 分块；6：再让 C 经共享内存由 TMA "
+              "存储写出，与下一个分块的计算重叠"),
+        Param("stages", 4, (2, 3, 4), "shared-memory buffers in the TMA ring (steps 2–6)",
+              "TMA 环形缓冲中的共享内存缓冲区数（第 2–6 步）"),
+        Param("c_type", "float32", ("float32", "input"),
+              "C's element type: fp32, or the inputs' own type (bf16 or fp16, rounded to nearest even), "
+              "which is what cuBLAS writes and half the bytes",
+              "C 的元素类型：fp32，或与输入相同的类型（bf16 或 fp16，就近舍入到偶数）——cuBLAS 写出的正是"
+              "这种类型，字节数减半"),
     ),
     kernel_name=_hopper_kernel_name,
     geometry=_hopper_geometry,
     rules=_hopper_rules,
     dtypes=("bfloat16", "float16"),
     out_dtype="float32",
+    c_type_param="c_type",
     min_cc=90,
     arch_specific=True,
     uses_tensor_cores=True,
     alignment=16,
     shape_rules=_hopper_shape_rules,
     kernel_args=_hopper_args,
-    showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3}),
+    showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3},
+              {"step": 4, "c_type": "input"}, {"step": 5}, {"step": 6}, {"step": 6, "c_type": "input"}),
 )
 
 _LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from . import counters
 from .dtypes import storage_dtype
-from .levels import HOPPER_STEPS, get_level
+from .levels import HOPPER_CLUSTER, HOPPER_STEPS, get_level
 from .models import tile_traffic
 
 
@@ -51,6 +51,8 @@ def block_tile(level: str, params: Mapping[str, Any]) -> tuple[int, int]:
         return 128, params["BN"]
     if lv.number == 11:
         bm, bn, _ = HOPPER_STEPS[params["step"]]
+        if params["step"] == 5:  # each k-tile of B is fetched once for two blocks (TMA multicast)
+            return HOPPER_CLUSTER * bm, bn
         return bm, bn
     if lv.number == 9 and params["staging"] == "none":
         return params["BM"], params["BN"]
@@ -567,8 +569,12 @@ def _level10(params: Mapping[str, Any], n: int) -> list[Prediction]:
 def _level11(params: Mapping[str, Any], n: int) -> list[Prediction]:
     step = params["step"]
     tm, tn, _ = HOPPER_STEPS[step]
-    out = [Prediction("dram_write_bytes", 4 * n * n,
-                      "C written once, in fp32", "C 以 fp32 写回一次")]
+    if params.get("c_type") == "input":
+        out = [Prediction("dram_write_bytes", 2 * n * n,
+                          "C written once, in the inputs' 2-byte type", "C 以输入的 2 字节类型写回一次")]
+    else:
+        out = [Prediction("dram_write_bytes", 4 * n * n,
+                          "C written once, in fp32", "C 以 fp32 写回一次")]
     if step == 1:
         out += [Prediction("global_load_requests", _blocks(n, tm, tn) * (n // 64) * (tm * 64 + 64 * tn) * 2 // 512,
                            "the threads copy a 64×64 slice of A and a 64×128 slice of B per k-tile, 512 bytes per warp load",
@@ -584,4 +590,8 @@ def _level11(params: Mapping[str, Any], n: int) -> list[Prediction]:
                               "source: 3 of the producer's 4 warps return at once, so 8 consumer warps and 1 producer "
                               "warp stay: 9 of 64",
                               "源码：生产者的 4 个线程束中有 3 个立即返回，留下 8 个消费者线程束和 1 个生产者线程束：64 个中的 9 个"))
+    if step == 5:
+        out.append(Prediction("achieved_occupancy_pct", 100 * 12 / 64,
+                              "source: all 12 warps stay until the cluster barrier at the end: 12 of 64",
+                              "源码：12 个线程束都留到末尾的簇屏障：64 个中的 12 个"))
     return out

@@ -76,6 +76,7 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
 
     from .bench import cublas_gemm, time_gpu
     from .check import check, random_operands
+    from .dtypes import storage_dtype
     from .models import gemm_flops
     from .plots import show, sweep_bar_figure
 
@@ -86,7 +87,7 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
     if not result.passed:
         return
     A, B = random_operands(n, n, n, lv.dtypes[0])
-    C = cupy.empty((n, n), dtype=lv.out_dtype or A.dtype)
+    C = cupy.empty((n, n), dtype=storage_dtype(lv.c_type(lv.resolve(**params), lv.dtypes[0])))
     from .launch import gemm
 
     run, C_initial = launch_kwargs(lv, params, n, n, cupy)

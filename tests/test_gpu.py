@@ -2,7 +2,7 @@
 import pytest
 
 import gemm_course as gc
-from gemm_course.check import ODD_SHAPES
+from gemm_course.check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES
 
 pytestmark = pytest.mark.skipif(not gc.gpu_available(), reason="needs a CUDA GPU")
 
@@ -91,6 +91,30 @@ def test_wmma_level_on_odd_and_aligned_shapes():
         gc.gemm(A, B, "09_wmma", staging="none")
 
 
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
+def test_wmma_pipelined_correct_and_preconditions_enforced():
+    settings = ({"BM": 128, "BN": 128}, {"BM": 128, "BN": 256, "WN": 64, "stages": 4},
+                {"BM": 256, "BN": 128, "WN": 64, "stages": 2}, {"BM": 32, "BN": 32, "WM": 32, "WN": 32})
+    for shape in ((1, 8, 8), (33, 64, 40), (127, 136, 264), (257, 520, 1000), (1000, 8, 16), (300, 1024, 2048)):
+        for params in settings:
+            for dtype in ("float16", "bfloat16"):
+                result = gc.check("09_wmma", *shape, dtype=dtype, staging="pipelined", **params)
+                assert result.passed, str(result)
+    A, B = gc.random_operands(33, 65, 17, "float16")
+    with pytest.raises(ValueError, match="multiples of 8"):
+        gc.gemm(A, B, "09_wmma", staging="pipelined")
+    # views two bytes into an allocation: not 16-byte aligned, so the element-by-element copies run
+    M, N, K = 130, 136, 72
+    ref_A, ref_B = gc.random_operands(M, N, K, "float16")
+    _, buf = gc.random_operands(1, M * K + K * N + 2, 1, "float16")
+    A = buf.ravel()[1:M * K + 1].reshape(M, K)
+    B = buf.ravel()[M * K + 2:M * K + K * N + 2].reshape(K, N)
+    A[...], B[...] = ref_A, ref_B
+    assert A.data.ptr % 16
+    C = gc.gemm(A, B, "09_wmma", staging="pipelined", BM=128, BN=128)
+    assert gc.relative_error(C, ref_A.astype("float64") @ ref_B.astype("float64")) <= gc.tolerance("float16", K)
+
+
 def test_notebook_calls_measure_live_on_a_gpu():
     """The promise 'with a GPU everything is measured live': the notebooks' calls, at small sizes."""
     records = gc.notebook.performance("02_smem_tiling", sizes=(256, 512))
@@ -118,6 +142,23 @@ def test_mma_pipeline_level_correct_and_preconditions_enforced():
     _, buf = gc.random_operands(1, 64 * 64 + 8, 1, "float16")
     with pytest.raises(ValueError, match="16-byte boundary"):
         gc.gemm(buf.ravel()[1:64 * 64 + 1].reshape(64, 64), buf.ravel()[:64 * 64].reshape(64, 64), "10_mma_pipeline")
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
+@pytest.mark.parametrize("level", ["09_wmma", "10_mma_pipeline"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensor_core_showcase_settings_on_odd_shapes(level, dtype):
+    """Every recorded setting of Levels 9 and 10, in both input types, on every odd shape it accepts."""
+    lv, cc = gc.get_level(level), gc.device.compute_capability()
+    for params in lv.showcase:
+        resolved = lv.resolve(**params)
+        if not lv.setting_runs_on(cc, resolved):
+            continue
+        for shape in ODD_SHAPES + MULTIPLE_OF_8_SHAPES:
+            if lv.shape_rules(*shape, resolved):
+                continue
+            result = gc.check(level, *shape, dtype=dtype, **params)
+            assert result.passed, str(result)
 
 
 @pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() < 80, reason="needs sm_80+")
@@ -162,9 +203,16 @@ def test_hopper_level_correct_on_odd_shapes(dtype):
 
 @pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() != 90, reason="needs sm_90 (Hopper)")
 def test_hopper_level_preconditions_and_many_tiles():
-    for step, stages in ((2, 2), (3, 3), (4, 2)):  # a ring that wraps many times, over many tiles
-        result = gc.check("11_hopper_wgmma", 2000, 1040, 3000, step=step, stages=stages)
-        assert result.passed, str(result)
+    for step, stages in ((2, 2), (3, 3), (4, 2), (5, 2), (6, 2), (6, 3)):  # a ring that wraps many times
+        for c_type in ("float32", "input"):
+            result = gc.check("11_hopper_wgmma", 2000, 1040, 3000, step=step, stages=stages, c_type=c_type)
+            assert result.passed, str(result)
+    # Steps 5 and 6: more pairs of tiles than clusters fit at once, an odd count of tile rows (the last
+    # cluster's second block lies wholly below M) and pieces of C that TMA must clip.
+    for step in (5, 6):
+        for shape in ((8200, 1032, 200), (136, 4104, 72)):
+            result = gc.check("11_hopper_wgmma", *shape, step=step, c_type="input")
+            assert result.passed, str(result)
     A, B = gc.random_operands(33, 65, 17, "bfloat16")
     with pytest.raises(ValueError, match="multiples of 8"):
         gc.gemm(A, B, "11_hopper_wgmma")
@@ -223,3 +271,20 @@ def test_level0_kernels_run_on_the_gpu():
     norms = np.full(rows, np.nan, dtype=np.float32)
     primer.run_kernel(primer.FEATURES, "row_norms<64>", primer.ceil_div(rows, 64), 64, [X, norms, rows])
     assert np.allclose(norms, (X.astype(np.float64) ** 2).sum(axis=1), rtol=1e-5)
+
+
+def test_fp8_quantisation_on_cupy_matches_numpy():
+    """The FP8 helpers take CuPy arrays too and give the same bits, scales and reference product."""
+    import cupy
+    import numpy as np
+
+    from gemm_course import fp8
+
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((300, 1000)), rng.standard_normal((260, 1000))
+    on_cpu = fp8.quantize_rows_1x128(a) + fp8.quantize_blocks_128x128(b)
+    on_gpu = fp8.quantize_rows_1x128(cupy.asarray(a)) + fp8.quantize_blocks_128x128(cupy.asarray(b))
+    for x, y in zip(on_gpu, on_cpu):
+        assert (cupy.asnumpy(x) == y).all()
+    reference = fp8.reference_gemm_fp8(*on_cpu)
+    assert abs(cupy.asnumpy(fp8.reference_gemm_fp8(*on_gpu)) - reference).max() <= 1e-12 * abs(reference).max()

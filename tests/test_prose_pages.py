@@ -99,10 +99,12 @@ def _issue_slots() -> dict[str, str]:
 def _tuning() -> dict[str, str]:
     b5, b7, b8 = (autotune.recorded_best(x) for x in ("05_register_blocking", "07_vectorized", "08_warp_tiling"))
     worst8 = min(sweep_rows("08_warp_tiling"), key=lambda r: r["tflops"])
-    assert worst8["params"] == {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "min_blocks": 2, "group_m": 8}
+    assert worst8["params"] == {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "min_blocks": 2, "group_m": 8,
+                                "frag_buffers": 1, "stepped": False, "unroll_k": 0}
     assert b5["params"] == {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8}
     assert b7["params"] == {"BM": 128, "BN": 256, "BK": 8, "TM": 8, "TN": 8}
-    assert b8["params"] == {"BM": 64, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "min_blocks": 1, "group_m": 8}
+    assert b8["params"] == {"BM": 64, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "min_blocks": 1, "group_m": 8,
+                            "frag_buffers": 1, "stepped": False, "unroll_k": 0}
     l8_1024, l8_64_1024 = rec("08_warp_tiling", 1024), rec("08_warp_tiling", 1024, **L8_64)
     at256 = max((r for r in FP32() if r["level"] != "cublas" and r["M"] == 256),
                 key=lambda r: r["tflops"])

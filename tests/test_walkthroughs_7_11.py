@@ -116,6 +116,12 @@ LINES: dict[str, list[str]] = {
 # Level 11 makes its main path.
 SHARED_WITH_PREVIOUS = {
     "08_warp_tiling": {"copy_async_wait_all();"},
+    # Level 9's staging='pipelined' kernel already feeds WMMA through the same cp.async ring
+    "10_mma_pipeline": {
+        'asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"',
+        'asm volatile("cp.async.commit_group;\\n" ::);',
+        'asm volatile("cp.async.wait_group %0;\\n" :: "n"(STAGES - 2));',
+    },
     "11_hopper_wgmma": {
         "mbar_expect_bytes(bar, (BM + BN) * HOPPER_BK * 2);  // OOB parts of a box count too (as zeros)",
         'asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "',

@@ -19,6 +19,28 @@
 //   for t:  issue global loads of tile t+1 into registers;  compute on shared[t%2];
 //           store registers → shared[(t+1)%2];  barrier
 //
+// Three settings for the last few percent (FRAG_BUFFERS, STEPPED, UNROLL_K; all off by default). The
+// counters show the gap to cuBLAS as issue slots with nothing to issue, not as extra instructions:
+// with 2 warps per scheduler, a warp that waits leaves its scheduler with one candidate or none.
+//   FRAG_BUFFERS = 2: two sets of fragment registers, so the shared loads of step k+1 are in flight
+//   while step k's FMAs run. Inside a k-tile the compiler already overlaps them (the k loop is
+//   unrolled); what it cannot do is move loads across the barrier. With two sets, the barrier moves
+//   before the last step's FMAs, and the next k-tile's first loads hide behind them (lds(k) loads
+//   step k's fragments, fma(k) uses them; BK = 16):
+//
+//     1 set:   ... lds(15) fma(14) fma(15) store barrier │ lds(0) ··wait·· fma(0) lds(1) ...
+//     2 sets:  ... lds(15) fma(14) store barrier lds(0) fma(15) │ lds(1) fma(0) ...
+//
+//   STEPPED = true: a thread's global loads of one k-tile start from one pointer per operand that
+//   moves a k-tile per step, instead of each recomputing a 64-bit address and two bounds.
+//   UNROLL_K < BK: the k-tile runs as BK / UNROLL_K passes over one copy of UNROLL_K unrolled steps.
+//   Fully unrolled, a 64×64 warp tile at BK = 16 is a loop of about 2300 instructions (36 KB), which
+//   may outgrow the instruction cache (the 64×256 setting's counters show more no_instruction
+//   stalls than the default's); 8 steps halve the code.
+//
+// BK = 32 halves the barriers (and k-tile boundaries) per FMA; its two buffers (83 KB at 64×256) are over
+// the 48 KB of static shared memory, so the host then sets DYNAMIC_SHARED and passes their size at launch.
+//
 // Block order: blocks are numbered along the grid's only dimension and mapped to tiles in groups of
 // GROUP_M tile rows (column by column inside a group), so blocks running at the same time share
 // rows of A and columns of B in the L2 cache instead of sweeping all of B. GROUP_M = 1 is the plain
@@ -34,7 +56,8 @@
 // MIN_BLOCKS asks the compiler to fit that many blocks per SM (it caps registers accordingly):
 // two 256-thread blocks need at most 128 registers per thread.
 template <int BM, int BN, int BK, int WM, int WN, bool VEC, int MIN_BLOCKS = 2, int GROUP_M = 8,
-          bool BATCHED = false>
+          bool BATCHED = false, int FRAG_BUFFERS = 1, bool STEPPED = false, int UNROLL_K = BK,
+          bool DYNAMIC_SHARED = false>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                 int M, int N, int K)
@@ -49,9 +72,18 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     constexpr int B_LOADS = BK * BN / 4 / THREADS;
     static_assert(A_LOADS * THREADS * 4 == BM * BK && B_LOADS * THREADS * 4 == BK * BN,
                   "each thread loads whole float4s of both tiles");
+    static_assert(FRAG_BUFFERS == 1 || (FRAG_BUFFERS == 2 && BK % 2 == 0), "1 or 2 fragment sets, even BK");
+    static_assert(BK % UNROLL_K == 0 && UNROLL_K % 2 == 0, "the k-tile is a whole number of unrolled passes");
 
-    __shared__ __align__(16) float As[2][BK][A_STRIDE];  // As[buf][k][m]: A transposed
-    __shared__ __align__(16) float Bs[2][BK][BN];        // Bs[buf][k][n]
+    // The two buffers of A and B tiles live in static shared memory (at most 48 KB in all), or, with
+    // DYNAMIC_SHARED (the host sets it when a deeper k-tile needs more), in dynamic shared memory.
+    __shared__ __align__(16) float As_static[DYNAMIC_SHARED ? 4 : 2 * BK * A_STRIDE];
+    __shared__ __align__(16) float Bs_static[DYNAMIC_SHARED ? 4 : 2 * BK * BN];
+    extern __shared__ __align__(16) float dynamic_tiles[];
+    float (*const As)[BK][A_STRIDE] =  // As[buf][k][m]: A transposed
+        reinterpret_cast<float (*)[BK][A_STRIDE]>(DYNAMIC_SHARED ? dynamic_tiles : As_static);
+    float (*const Bs)[BK][BN] =  // Bs[buf][k][n]
+        reinterpret_cast<float (*)[BK][BN]>(DYNAMIC_SHARED ? dynamic_tiles + 2 * BK * A_STRIDE : Bs_static);
 
     // Grouped block order (see above).
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
@@ -71,7 +103,40 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     // blocks per SM); A, stored transposed, still travels through registers.
     float4 a_next[A_LOADS], b_next[VEC ? 1 : B_LOADS];
 
+    // STEPPED (vector path): a thread's loads of one k-tile lie a fixed number of rows apart (ROWS_A of
+    // A, ROWS_B of B) in one column, so they start from one pointer per operand, which moves by a
+    // k-tile per step, and each bounds check is one compare. Without it every load recomputes its
+    // 64-bit address and both checks: at 64×256 the SASS of one k-tile holds about 50 more integer
+    // instructions (out of about 2300).
+    constexpr int ROWS_A = THREADS / (BK / 4), ROWS_B = THREADS / (BN / 4);
+    static_assert(!STEPPED || (THREADS % (BK / 4) == 0 && THREADS % (BN / 4) == 0),
+                  "a thread's loads of one k-tile share one column");
+    const int a_row = tid / (BK / 4), a_col = (tid % (BK / 4)) * 4;
+    const int b_row = tid / (BN / 4), b_col = (tid % (BN / 4)) * 4;
+    const float* a_first = A + (size_t)(row0 + a_row) * K + a_col;
+    const float* b_first = B + (size_t)b_row * N + col0 + b_col;
+    const size_t a_step = (size_t)ROWS_A * K, b_step = (size_t)ROWS_B * N;  // from one load to the next
+    const int a_rows_left = M - row0 - a_row;  // load i is inside A if i · ROWS_A < a_rows_left
+    const bool b_col_inside = col0 + b_col < N;
+
     auto load_global = [&](int k0, int buf) {
+        if constexpr (STEPPED && VEC) {
+            const float* a_src = a_first + k0;
+            const bool a_col_inside = k0 + a_col < K;
+#pragma unroll
+            for (int i = 0; i < A_LOADS; ++i, a_src += a_step)
+                a_next[i] = (a_col_inside && i * ROWS_A < a_rows_left)
+                                ? *reinterpret_cast<const float4*>(a_src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float* b_src = b_first + (size_t)k0 * N;
+            const int b_rows_left = K - k0 - b_row;
+#pragma unroll
+            for (int i = 0; i < B_LOADS; ++i, b_src += b_step) {
+                const bool ok = b_col_inside && i * ROWS_B < b_rows_left;
+                copy_async<16>(&Bs[buf][b_row + i * ROWS_B][b_col], ok ? b_src : B, ok);
+            }
+            copy_async_commit();
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = tid + i * THREADS;
@@ -131,31 +196,82 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     __syncthreads();
 
     const int tiles_k = (K + BK - 1) / BK;
-    for (int t = 0; t < tiles_k; ++t) {
-        const int cur = t & 1;
-        const bool more = t + 1 < tiles_k;
-        if (more) load_global((t + 1) * BK, cur ^ 1);  // in flight during the compute below
+    if constexpr (FRAG_BUFFERS == 1) {
+        for (int t = 0; t < tiles_k; ++t) {
+            const int cur = t & 1;
+            const bool more = t + 1 < tiles_k;
+            if (more) load_global((t + 1) * BK, cur ^ 1);  // in flight during the compute below
+#pragma unroll 1
+            for (int k0 = 0; k0 < BK; k0 += UNROLL_K)  // one pass unless UNROLL_K < BK
 #pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];
+            for (int k = k0; k < k0 + UNROLL_K; ++k) {
+                float a[TM], b[TN];
+#pragma unroll
+                for (int wi = 0; wi < WM_ITER; ++wi) {
+                    const float4 v = *reinterpret_cast<const float4*>(&As[cur][k][wm0 + wi * 32 + lm * 4]);
+                    a[wi * 4 + 0] = v.x, a[wi * 4 + 1] = v.y, a[wi * 4 + 2] = v.z, a[wi * 4 + 3] = v.w;
+                }
+#pragma unroll
+                for (int wj = 0; wj < WN_ITER; ++wj) {
+                    const float4 v = *reinterpret_cast<const float4*>(&Bs[cur][k][wn0 + wj * 16 + ln * 4]);
+                    b[wj * 4 + 0] = v.x, b[wj * 4 + 1] = v.y, b[wj * 4 + 2] = v.z, b[wj * 4 + 3] = v.w;
+                }
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+            }
+            if (more) store_shared(cur ^ 1);
+            copy_async_wait_all();
+            __syncthreads();
+        }
+    } else {
+        // Two sets of fragment registers (see the top of the file): step k+1's shared loads are issued
+        // before step k's FMAs, and at the last step of a k-tile the next tile is stored and the
+        // barrier passed before those FMAs, so that the next tile's first loads fly meanwhile.
+        float frag_a[2][TM], frag_b[2][TN];
+        auto load_fragments = [&](int buf, int k, float (&a)[TM], float (&b)[TN]) {
 #pragma unroll
             for (int wi = 0; wi < WM_ITER; ++wi) {
-                const float4 v = *reinterpret_cast<const float4*>(&As[cur][k][wm0 + wi * 32 + lm * 4]);
+                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][wm0 + wi * 32 + lm * 4]);
                 a[wi * 4 + 0] = v.x, a[wi * 4 + 1] = v.y, a[wi * 4 + 2] = v.z, a[wi * 4 + 3] = v.w;
             }
 #pragma unroll
             for (int wj = 0; wj < WN_ITER; ++wj) {
-                const float4 v = *reinterpret_cast<const float4*>(&Bs[cur][k][wn0 + wj * 16 + ln * 4]);
+                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][wn0 + wj * 16 + ln * 4]);
                 b[wj * 4 + 0] = v.x, b[wj * 4 + 1] = v.y, b[wj * 4 + 2] = v.z, b[wj * 4 + 3] = v.w;
             }
+        };
+        load_fragments(0, 0, frag_a[0], frag_b[0]);
+        for (int t = 0; t < tiles_k; ++t) {
+            const int cur = t & 1;
+            const bool more = t + 1 < tiles_k;
+            if (more) load_global((t + 1) * BK, cur ^ 1);
+            // With UNROLL_K < BK, k0 is known only at run time, and so is whether this is the last step.
+#pragma unroll 1
+            for (int k0 = 0; k0 < BK; k0 += UNROLL_K) {
+                const bool last_pass = k0 + UNROLL_K == BK;
 #pragma unroll
-            for (int i = 0; i < TM; ++i)
+                for (int u = 0; u < UNROLL_K; ++u) {
+                    const int k = k0 + u;
+                    const int now = u % 2, next = (u + 1) % 2;  // compile-time (UNROLL_K is even)
+                    const bool last_step = u == UNROLL_K - 1 && last_pass;  // k == BK - 1
+                    if (last_step) {  // every warp has read its last fragments of shared[cur]
+                        if (more) store_shared(cur ^ 1);
+                        copy_async_wait_all();
+                        __syncthreads();
+                    }
+                    if (!last_step)
+                        load_fragments(cur, k + 1, frag_a[next], frag_b[next]);
+                    else if (more)
+                        load_fragments(cur ^ 1, 0, frag_a[next], frag_b[next]);  // next is 0: BK is even
 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+                    for (int i = 0; i < TM; ++i)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) acc[i][j] += frag_a[now][i] * frag_b[now][j];
+                }
+            }
         }
-        if (more) store_shared(cur ^ 1);
-        copy_async_wait_all();
-        __syncthreads();
     }
 
 #pragma unroll

@@ -78,10 +78,23 @@ __device__ __forceinline__ void wgmma_k_tile(float (&d)[REGS], unsigned a_tile, 
         wgmma_m64k16<BF16>(d, desc_a(a_tile, kk), desc_b(b_tile, kk), (first && kk == 0) ? 0 : 1);
 }
 
+// Two neighbouring elements of C: as a float2 for fp32 C, or rounded (to nearest even) into one
+// 32-bit word of two bf16 or fp16 values when C has the inputs' type (c_type = "input").
+template <bool BF16>
+__device__ __forceinline__ void store_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = make_float2(x, y); }
+template <bool BF16>
+__device__ __forceinline__ void store_pair(u16* p, float x, float y)
+{
+    unsigned packed;  // cvt packs its first source into the upper half: y, then x
+    if constexpr (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(y), "f"(x));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(y), "f"(x));
+    *reinterpret_cast<unsigned*>(p) = packed;
+}
+
 // The accumulator layout of wgmma m64nN: warp w of the warpgroup holds rows 16w + lane/4 and +8,
-// columns 8j + 2·(lane%4) + {0, 1} for j < N/8 — pairs of floats, written as float2.
-template <int REGS>
-__device__ __forceinline__ void store_tile(const float (&d)[REGS], float* C, int M, int N, int m0, int n0, int thread)
+// columns 8j + 2·(lane%4) + {0, 1} for j < N/8 — pairs of values, written together.
+template <bool BF16, int REGS, typename OutT>
+__device__ __forceinline__ void store_tile(const float (&d)[REGS], OutT* C, int M, int N, int m0, int n0, int thread)
 {
     const int row = m0 + (thread / 32) * 16 + (thread % 32) / 4;
     const int col = n0 + (thread % 4) * 2;
@@ -89,16 +102,16 @@ __device__ __forceinline__ void store_tile(const float (&d)[REGS], float* C, int
     for (int j = 0; j < REGS / 4; ++j) {
         const int c = col + 8 * j;
         if (c >= N) continue;  // N is a multiple of 8 and c is even: c + 1 < N too
-        if (row < M) *reinterpret_cast<float2*>(C + (size_t)row * N + c) = make_float2(d[4 * j], d[4 * j + 1]);
-        if (row + 8 < M) *reinterpret_cast<float2*>(C + (size_t)(row + 8) * N + c) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+        if (row < M) store_pair<BF16>(C + (size_t)row * N + c, d[4 * j], d[4 * j + 1]);
+        if (row + 8 < M) store_pair<BF16>(C + (size_t)(row + 8) * N + c, d[4 * j + 2], d[4 * j + 3]);
     }
 }
 
 // --- step 1: wgmma on tiles that every thread copies in ---------------------------------------------
 
-template <bool BF16>
+template <bool BF16, typename OutT = float>
 __global__ void __launch_bounds__(128)
-hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C, int M, int N, int K)
+hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, OutT* __restrict__ C, int M, int N, int K)
 {
     constexpr int BM = 64, BN = 128;
     __shared__ __align__(1024) uint4 a_tile[BM * 8];           // 64 rows × 8 chunks = 8 KB
@@ -131,14 +144,14 @@ hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, float* 
         pin(d);
         __syncthreads();  // everyone's wgmma has read the tiles before they are overwritten
     }
-    store_tile(d, C, M, N, m0, n0, tid);
+    store_tile<BF16>(d, C, M, N, m0, n0, tid);
 }
 
 // --- step 2: TMA into a ring of STAGES buffers, completing on mbarriers ------------------------------
 
-template <bool BF16, int STAGES>
+template <bool BF16, int STAGES, typename OutT = float>
 __global__ void __launch_bounds__(256)
-hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b, float* __restrict__ C,
+hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b, OutT* __restrict__ C,
                  int M, int N, int K)
 {
     constexpr int BM = 128, BN = 128, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
@@ -173,7 +186,7 @@ hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restric
             tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
                                     (kt + STAGES) * HOPPER_BK, smem_u32(&full[s]));
     }
-    store_tile(d, C, M, N, m0 + wg * 64, n0, tid % 128);
+    store_tile<BF16>(d, C, M, N, m0 + wg * 64, n0, tid % 128);
 }
 
 // --- steps 3 and 4: a producer warpgroup and two consumer warpgroups ----------------------------------
@@ -183,10 +196,10 @@ hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restric
 //                                     full[s] ──┘
 //   Each consumer owns 64 rows of the 128 × 256 tile: 128 fp32 accumulators per thread.
 
-template <bool BF16, int STAGES, bool PERSISTENT>
+template <bool BF16, int STAGES, bool PERSISTENT, typename OutT = float>
 __global__ void __launch_bounds__(384, 1)
 hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
-                         float* __restrict__ C, int M, int N, int K)
+                         OutT* __restrict__ C, int M, int N, int K)
 {
     constexpr int BM = 128, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
     constexpr int CONSUMER_WARPS = 8;
@@ -251,6 +264,234 @@ hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* _
             if (releaser) mbar_arrive(smem_u32(&empty[(it - 1) % STAGES]));
         }
         pin(d);
-        store_tile(d, C, M, N, m0 + rows, n0, thread);
+        store_tile<BF16>(d, C, M, N, m0 + rows, n0, thread);
     }
+}
+
+// --- step 5: clusters of two blocks share each k-tile of B through TMA multicast -----------------------
+//
+// Step 4 at 128×256 tiles reads, per k-tile, 16 KB of A and 32 KB of B from L2 into each SM: two
+// thirds of its L2 traffic is B. Two blocks whose tiles sit one above the other (rows m0 and
+// m0 + 128, the same columns n0) need the same k-tile of B. Hopper can launch them as a *cluster*
+// (both on one GPC, each able to reach the other's shared memory), and one TMA copy can then land
+// in both blocks' shared memory at once (multicast). Each block's producer copies its own A and
+// one half of B (two of the four 64-column boxes) to both blocks:
+//
+//      block rank 0                      block rank 1
+//      A rows m0 … m0+127                A rows m0+128 … m0+255          (each: its own copy)
+//      B boxes 0, 1  ──multicast──▶ both  B boxes 2, 3  ──multicast──▶ both
+//
+// so each SM asks L2 for 16 KB + 16 KB per k-tile instead of 16 + 32. The price is coordination:
+// a producer may refill stage s only when the consumers of BOTH blocks have finished with it (its
+// copy of B lands in both), so every consumer warp arrives on the "empty" barrier of its own block
+// and on the peer's (16 arrivals complete a phase), and the "full" barrier of each block counts the
+// bytes of A and of all four B boxes, whichever block's TMA delivered them. Both blocks walk the
+// same pairs of tiles in the same order; a block whose tile lies wholly below M still copies its half
+// of B (its peer needs it) and computes on stale A, and its stores are all masked. Neither block may
+// exit while the other can still reach its shared memory: both meet at a cluster barrier at the end.
+
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+// Every thread of both blocks: what happened before (barrier init, shared-memory use) is visible after.
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// The address of the same shared-memory variable in block `rank` of the cluster.
+__device__ __forceinline__ unsigned cluster_address(unsigned address, unsigned rank)
+{
+    unsigned out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(address), "r"(rank));
+    return out;
+}
+
+// Arrive on an mbarrier of any block in the cluster. Only the arrival itself must reach the other
+// block: the consumer read the stage through wgmma, whose completion (wgmma_wait) already ordered
+// those reads, so no memory needs to be published with it. Asking for more, with
+// "mbarrier.arrive.release.cluster", makes every arrival a cluster-wide memory fence; measured on
+// the H200 that halves this kernel's speed (the chapter shows the numbers).
+__device__ __forceinline__ void mbar_arrive_remote(unsigned cluster_bar)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(cluster_bar) : "memory");
+}
+
+// One TMA box into the same shared-memory offset of every block in `blocks` (a bit mask of ranks);
+// each destination block's barrier at `bar`'s offset counts the bytes it receives.
+__device__ __forceinline__ void tma_load_multicast(unsigned dst, const TensorMap* map, int inner, int outer,
+                                                   unsigned bar, unsigned short blocks)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(dst), "l"(map), "r"(inner), "r"(outer), "r"(bar), "h"(blocks) : "memory");
+}
+
+// --- step 6: the epilogue leaves through shared memory and a TMA store --------------------------------
+//
+// In steps 4 and 5 the consumers write C from registers with ordinary stores, and the tensor cores
+// wait until every store of a tile has been issued: 64 KB (fp32) or 32 KB (bf16) per consumer, at
+// the SM's share of the memory system's bandwidth. Step 6 instead writes each 64-row × 128-byte
+// piece of its 64 rows of C into shared memory (fast: the SM's own memory), and one thread asks the
+// TMA engine to copy that piece to global memory. The copy runs on its own while the consumers go on
+// to the next tile's wgmma. Two buffers per consumer let piece q+1 be written while piece q is still
+// being copied out; before a buffer is reused, its thread waits until the TMA engine has read it
+// (cp.async.bulk.wait_group.read). The pieces use the 128-byte swizzle, like A and B, so the
+// consumers' writes (8 rows × 16 bytes per warp instruction) land in 8 different bank groups, and
+// TMA clips the parts of a piece that fall outside C.
+//
+//   registers ──st.shared──▶ buffer q%2 ──TMA store (async)──▶ C in global memory
+//                 (consumer warpgroup, then a named barrier of its 128 threads)
+
+constexpr int C_PIECE_BYTES = 64 * 128;  // 64 rows × 128 bytes: one TMA box of C
+
+// The named barrier of one consumer warpgroup (ids 1 and 2; 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_barrier(int consumer)
+{
+    asm volatile("bar.sync %0, 128;\n" :: "r"(consumer + 1) : "memory");
+}
+
+__device__ __forceinline__ void tma_store(const TensorMap* map, unsigned src, int inner, int outer)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                 :: "l"(map), "r"(inner), "r"(outer), "r"(src) : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// This consumer's 64 × 256 accumulators → C, one 64 × (128 / sizeof(OutT)) piece at a time.
+// `pieces` counts the pieces this consumer has stored so far (over all tiles): it picks the buffer,
+// and each stored piece is one committed group, which is what the wait before reuse counts on. A
+// piece wholly outside C is skipped entirely (the test is the same for all 128 threads).
+template <bool BF16, typename OutT>
+__device__ __forceinline__ void store_tile_tma(const float (&d)[128], unsigned char* buffers, unsigned buffers_u32,
+                                               const TensorMap* map_c, int M, int N, int m0, int n0, int thread,
+                                               int consumer, int& pieces)
+{
+    constexpr int PIECE_COLS = 128 / sizeof(OutT), J_PER_PIECE = PIECE_COLS / 8;  // j: 8 columns of d
+    const int row = (thread / 32) * 16 + (thread % 32) / 4;  // and row + 8
+    const int byte_in_16 = (2 * (thread % 4) * sizeof(OutT)) % 16;
+#pragma unroll
+    for (int q = 0; q < 256 / PIECE_COLS; ++q) {
+        if (m0 >= M || n0 + q * PIECE_COLS >= N) continue;
+        const int b = pieces++ % 2;
+        if (thread == 0) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");  // buffer b was read
+        warpgroup_barrier(consumer);
+        unsigned char* piece = buffers + b * C_PIECE_BYTES;
+#pragma unroll
+        for (int jj = 0; jj < J_PER_PIECE; ++jj) {
+            const int j = q * J_PER_PIECE + jj;
+            const int chunk = (8 * jj + 2 * (thread % 4)) * sizeof(OutT) / 16;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row + 8 * h;
+                store_pair<BF16>(reinterpret_cast<OutT*>(piece + r * 128 + ((chunk ^ (r % 8)) << 4) + byte_in_16),
+                                 d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            }
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA engine
+        warpgroup_barrier(consumer);
+        if (thread == 0)  // TMA clips the part of the piece that lies outside C
+            tma_store(map_c, buffers_u32 + b * C_PIECE_BYTES, n0 + q * PIECE_COLS, m0);
+    }
+}
+
+template <bool BF16, int STAGES, typename OutT = float, bool TMA_STORE = false>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
+hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
+                       const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K)
+{
+    constexpr int BM = 128, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
+    constexpr int CLUSTER = 2, CONSUMER_WARPS = 8;
+    extern __shared__ unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;  // same offsets in both blocks
+    const unsigned c_base = b_base + STAGES * B_BYTES;  // step 6: 2 pieces of C per consumer
+    const int tid = threadIdx.x, wg = tid / 128;
+    const unsigned rank = cluster_rank();
+    // A pair of tiles is a 256×256 piece of C: tile_origin walks pairs as step 4 walks tiles.
+    const int pairs = ((M + 2 * BM - 1) / (2 * BM)) * ((N + BN - 1) / BN);
+    const int tiles_k = (K + HOPPER_BK - 1) / HOPPER_BK;
+    const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(smem_u32(&full[s]), 1);                          // this block's expect_tx
+            mbar_init(smem_u32(&empty[s]), CLUSTER * CONSUMER_WARPS);  // every consumer warp of both blocks
+        }
+        fence_barrier_init();
+    }
+    cluster_sync();  // both blocks' barriers exist before any copy or arrival can reach them
+
+    if (wg == 0) {  // producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        // Warp 0 runs the loop together and lane 0 issues the copies. (Were lane 0 alone in the loop,
+        // the other 31 lanes of its warp would wait at the cluster barrier below on the same warp,
+        // and the two diverged paths would share the warp's issue slots: the producer slows down.)
+        if (tid < 32) {
+            int it = 0;
+            for (int p = cluster; p < pairs; p += clusters) {
+                int m0, n0;
+                tile_origin<2 * BM, BN>(p, M, N, m0, n0);
+                m0 += rank * BM;
+                const bool rows_inside = m0 < M;
+                for (int kt = 0; kt < tiles_k; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    const unsigned bar = smem_u32(&full[s]);
+                    mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // both blocks left s
+                    if (tid == 0) {
+                        mbar_expect_bytes(bar, (rows_inside ? A_BYTES : 0) + B_BYTES);
+                        if (rows_inside) tma_load(a_base + s * A_BYTES, map_a, kt * HOPPER_BK, m0, bar);
+#pragma unroll
+                        for (int j = 0; j < 2; ++j) {  // this block's half of B, to both blocks
+                            const int box = 2 * rank + j;
+                            tma_load_multicast(b_base + s * B_BYTES + box * 8192, map_b, n0 + box * 64,
+                                               kt * HOPPER_BK, bar, 0b11);
+                        }
+                    }
+                    __syncwarp();
+                }
+            }
+        }
+    } else {  // consumers, as in step 4; a stage is released to both blocks' producers
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int thread = tid % 128, rows = (wg - 1) * 64;
+        const bool releaser = thread % 32 == 0;
+        auto release = [&](int s) {
+            const unsigned bar = smem_u32(&empty[s]);
+            mbar_arrive_remote(cluster_address(bar, 0));
+            mbar_arrive_remote(cluster_address(bar, 1));
+        };
+        const int consumer = wg - 1;
+        unsigned char* c_buffers = smem + (c_base - smem_u32(smem)) + consumer * 2 * C_PIECE_BYTES;
+        int it = 0, pieces = 0;
+        for (int p = cluster; p < pairs; p += clusters) {
+            int m0, n0;
+            tile_origin<2 * BM, BN>(p, M, N, m0, n0);
+            m0 += rank * BM;
+            float d[BN / 2];
+            for (int kt = 0; kt < tiles_k; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
+                wgmma_fence();
+                wgmma_k_tile<BF16>(d, a_base + s * A_BYTES + rows * 128, b_base + s * B_BYTES, kt == 0);
+                wgmma_commit();
+                wgmma_wait<1>();  // k-tile kt-1's wgmma is done: its stage can go
+                if (kt > 0 && releaser) release((it - 1) % STAGES);
+            }
+            wgmma_wait<0>();
+            if (releaser) release((it - 1) % STAGES);
+            pin(d);
+            if constexpr (TMA_STORE)
+                store_tile_tma<BF16, OutT>(d, c_buffers, c_base + consumer * 2 * C_PIECE_BYTES, map_c, M, N,
+                                           m0 + rows, n0, thread, consumer, pieces);
+            else
+                store_tile<BF16>(d, C, M, N, m0 + rows, n0, thread);
+        }
+        if (TMA_STORE && thread == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // C is out
+    }
+    cluster_sync();  // neither block leaves while the other may still write to its shared memory
 }

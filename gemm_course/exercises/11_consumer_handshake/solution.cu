@@ -78,10 +78,23 @@ __device__ __forceinline__ void wgmma_k_tile(float (&d)[REGS], unsigned a_tile, 
         wgmma_m64k16<BF16>(d, desc_a(a_tile, kk), desc_b(b_tile, kk), (first && kk == 0) ? 0 : 1);
 }
 
+// Two neighbouring elements of C: as a float2 for fp32 C, or rounded (to nearest even) into one
+// 32-bit word of two bf16 or fp16 values when C has the inputs' type (c_type = "input").
+template <bool BF16>
+__device__ __forceinline__ void store_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = make_float2(x, y); }
+template <bool BF16>
+__device__ __forceinline__ void store_pair(u16* p, float x, float y)
+{
+    unsigned packed;  // cvt packs its first source into the upper half: y, then x
+    if constexpr (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(y), "f"(x));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(y), "f"(x));
+    *reinterpret_cast<unsigned*>(p) = packed;
+}
+
 // The accumulator layout of wgmma m64nN: warp w of the warpgroup holds rows 16w + lane/4 and +8,
-// columns 8j + 2·(lane%4) + {0, 1} for j < N/8 — pairs of floats, written as float2.
-template <int REGS>
-__device__ __forceinline__ void store_tile(const float (&d)[REGS], float* C, int M, int N, int m0, int n0, int thread)
+// columns 8j + 2·(lane%4) + {0, 1} for j < N/8 — pairs of values, written together.
+template <bool BF16, int REGS, typename OutT>
+__device__ __forceinline__ void store_tile(const float (&d)[REGS], OutT* C, int M, int N, int m0, int n0, int thread)
 {
     const int row = m0 + (thread / 32) * 16 + (thread % 32) / 4;
     const int col = n0 + (thread % 4) * 2;
@@ -89,16 +102,16 @@ __device__ __forceinline__ void store_tile(const float (&d)[REGS], float* C, int
     for (int j = 0; j < REGS / 4; ++j) {
         const int c = col + 8 * j;
         if (c >= N) continue;  // N is a multiple of 8 and c is even: c + 1 < N too
-        if (row < M) *reinterpret_cast<float2*>(C + (size_t)row * N + c) = make_float2(d[4 * j], d[4 * j + 1]);
-        if (row + 8 < M) *reinterpret_cast<float2*>(C + (size_t)(row + 8) * N + c) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+        if (row < M) store_pair<BF16>(C + (size_t)row * N + c, d[4 * j], d[4 * j + 1]);
+        if (row + 8 < M) store_pair<BF16>(C + (size_t)(row + 8) * N + c, d[4 * j + 2], d[4 * j + 3]);
     }
 }
 
 // --- step 1: wgmma on tiles that every thread copies in ---------------------------------------------
 
-template <bool BF16>
+template <bool BF16, typename OutT = float>
 __global__ void __launch_bounds__(128)
-hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C, int M, int N, int K)
+hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, OutT* __restrict__ C, int M, int N, int K)
 {
     constexpr int BM = 64, BN = 128;
     __shared__ __align__(1024) uint4 a_tile[BM * 8];           // 64 rows × 8 chunks = 8 KB
@@ -131,14 +144,14 @@ hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, float* 
         pin(d);
         __syncthreads();  // everyone's wgmma has read the tiles before they are overwritten
     }
-    store_tile(d, C, M, N, m0, n0, tid);
+    store_tile<BF16>(d, C, M, N, m0, n0, tid);
 }
 
 // --- step 2: TMA into a ring of STAGES buffers, completing on mbarriers ------------------------------
 
-template <bool BF16, int STAGES>
+template <bool BF16, int STAGES, typename OutT = float>
 __global__ void __launch_bounds__(256)
-hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b, float* __restrict__ C,
+hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b, OutT* __restrict__ C,
                  int M, int N, int K)
 {
     constexpr int BM = 128, BN = 128, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
@@ -173,7 +186,7 @@ hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restric
             tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
                                     (kt + STAGES) * HOPPER_BK, smem_u32(&full[s]));
     }
-    store_tile(d, C, M, N, m0 + wg * 64, n0, tid % 128);
+    store_tile<BF16>(d, C, M, N, m0 + wg * 64, n0, tid % 128);
 }
 
 // --- steps 3 and 4: a producer warpgroup and two consumer warpgroups ----------------------------------
@@ -183,10 +196,10 @@ hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restric
 //                                     full[s] ──┘
 //   Each consumer owns 64 rows of the 128 × 256 tile: 128 fp32 accumulators per thread.
 
-template <bool BF16, int STAGES, bool PERSISTENT>
+template <bool BF16, int STAGES, bool PERSISTENT, typename OutT = float>
 __global__ void __launch_bounds__(384, 1)
 hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
-                         float* __restrict__ C, int M, int N, int K)
+                         OutT* __restrict__ C, int M, int N, int K)
 {
     constexpr int BM = 128, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
     constexpr int CONSUMER_WARPS = 8;
@@ -244,6 +257,6 @@ hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* _
             // ---- end of the exercise -----------------------------------------------------------
         }
         pin(d);
-        store_tile(d, C, M, N, m0 + rows, n0, thread);
+        store_tile<BF16>(d, C, M, N, m0 + rows, n0, thread);
     }
 }
