@@ -233,14 +233,15 @@ def cmd_experiments(args: argparse.Namespace) -> None:
     from .bench import _write_json, bench, bench_fusion
 
     result = None
-    for lv in levels():
+    for lv in _selected(args.levels):
         if lv.experiments:
             configs = [(lv.id, dict(s)) for s in (*lv.showcase, *lv.experiments)]
             result = bench(configs, EXPERIMENT_SIZES, out=args.out, result=result)
             if result.get("interrupted"):
                 break
     if result is not None and not result.get("interrupted"):
-        result["fusion_one_kernel"] = bench_fusion([(n, n, n) for n in EXPERIMENT_SIZES], one_kernel=True)
+        if any(lv.epilogue for lv in _selected(args.levels)):
+            result["fusion_one_kernel"] = bench_fusion([(n, n, n) for n in EXPERIMENT_SIZES], one_kernel=True)
         _write_json(Path(args.out), result)
         print(f"wrote {len(result['records'])} records to {args.out}")
 
@@ -381,6 +382,7 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     p = sub.add_parser("experiments", help="settings that separate two causes, timed beside the showcase (GPU)")
     p.add_argument("--out", required=True)
+    p.add_argument("--levels", nargs="*", help="level ids (default: every level with experiments)")
     p.set_defaults(func=cmd_experiments)
 
     p = sub.add_parser("counters", help="hardware counters (Nsight Compute): the recorded table, or --record (GPU)")

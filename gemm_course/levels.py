@@ -909,8 +909,13 @@ def _hopper_kernel_name(p: Mapping[str, Any]) -> str:
             2: f"hopper_wgmma_tma<{bf16}, {p['stages']}, {out}>",
             3: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, false, {out}>",
             4: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, true, {out}>",
-            5: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, false>",
-            6: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, true>"}[p["step"]]
+            5: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, false{_release_cluster(p)}>",
+            6: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, true{_release_cluster(p)}>"}[p["step"]]
+
+
+def _release_cluster(p: Mapping[str, Any]) -> str:
+    """The experiment arrive_scope="cluster" as the kernel's last template argument (else the default)."""
+    return ", true" if p.get("arrive_scope") == "cluster" else ""
 
 
 def _sm_count() -> int:
@@ -952,6 +957,9 @@ def _hopper_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     if p["step"] == 1 and p["stages"] != 4:
         return [("step 1 has no pipeline (every k-tile is loaded, then used): leave stages at 4",
                  "第 1 步没有流水线（每个 k 分块先载入再计算）：stages 请保持为 4")]
+    if p["step"] < 5 and p["arrive_scope"] != "cta":
+        return [("arrive_scope concerns the arrivals between the two blocks of a cluster: steps 5 and 6 only",
+                 "arrive_scope 针对簇内两个线程块之间的到达：只用于第 5、6 步")]
     return []
 
 
@@ -994,6 +1002,12 @@ HOPPER = Level(
               "which is what cuBLAS writes and half the bytes",
               "C 的元素类型：fp32，或与输入相同的类型（bf16 或 fp16，就近舍入到偶数）——cuBLAS 写出的正是"
               "这种类型，字节数减半"),
+        Param("arrive_scope", "cta", ("cta", "cluster"),
+              "steps 5–6, an experiment: how a consumer tells both blocks' producers that a stage is free — a "
+              "plain arrival (cta), or one with release semantics at cluster scope, a cluster-wide memory fence "
+              "on every arrival (cluster)",
+              "第 5–6 步的实验：消费者如何告诉两个线程块的生产者某个缓冲区已空闲——普通的到达（cta），或带有"
+              "簇范围 release 语义的到达，即每次到达都是一次簇范围的内存栅栏（cluster）"),
     ),
     kernel_name=_hopper_kernel_name,
     geometry=_hopper_geometry,
@@ -1009,6 +1023,7 @@ HOPPER = Level(
     kernel_args=_hopper_args,
     showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3},
               {"step": 4, "c_type": "input"}, {"step": 5}, {"step": 6}, {"step": 6, "c_type": "input"}),
+    experiments=({"step": 5, "arrive_scope": "cluster"},),
 )
 
 _LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,

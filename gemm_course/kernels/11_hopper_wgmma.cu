@@ -314,11 +314,15 @@ __device__ __forceinline__ unsigned cluster_address(unsigned address, unsigned r
 // Arrive on an mbarrier of any block in the cluster. Only the arrival itself must reach the other
 // block: the consumer read the stage through wgmma, whose completion (wgmma_wait) already ordered
 // those reads, so no memory needs to be published with it. Asking for more, with
-// "mbarrier.arrive.release.cluster", makes every arrival a cluster-wide memory fence; measured on
-// the H200 that halves this kernel's speed (the chapter shows the numbers).
+// "mbarrier.arrive.release.cluster" (RELEASE_CLUSTER, kept as the experiment arrive_scope =
+// "cluster"), makes every arrival a cluster-wide memory fence; the chapter measures what that costs.
+template <bool RELEASE_CLUSTER>
 __device__ __forceinline__ void mbar_arrive_remote(unsigned cluster_bar)
 {
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(cluster_bar) : "memory");
+    if constexpr (RELEASE_CLUSTER)
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(cluster_bar) : "memory");
+    else
+        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(cluster_bar) : "memory");
 }
 
 // One TMA box into the same shared-memory offset of every block in `blocks` (a bit mask of ranks);
@@ -399,7 +403,7 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[128], unsigned c
     }
 }
 
-template <bool BF16, int STAGES, typename OutT = float, bool TMA_STORE = false>
+template <bool BF16, int STAGES, typename OutT = float, bool TMA_STORE = false, bool RELEASE_CLUSTER = false>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
 hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                        const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K)
@@ -462,8 +466,8 @@ hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __r
         const bool releaser = thread % 32 == 0;
         auto release = [&](int s) {
             const unsigned bar = smem_u32(&empty[s]);
-            mbar_arrive_remote(cluster_address(bar, 0));
-            mbar_arrive_remote(cluster_address(bar, 1));
+            mbar_arrive_remote<RELEASE_CLUSTER>(cluster_address(bar, 0));
+            mbar_arrive_remote<RELEASE_CLUSTER>(cluster_address(bar, 1));
         };
         const int consumer = wg - 1;
         unsigned char* c_buffers = smem + (c_base - smem_u32(smem)) + consumer * 2 * C_PIECE_BYTES;
