@@ -71,10 +71,11 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
 
 
 def recorded_best(level: str | int | Level, size: Optional[int] = None) -> dict[str, Any]:
-    """The fastest recorded configuration of a level at a size (default: its sweep size)."""
+    """The fastest recorded configuration of a level at a size (default: its sweep size), among the
+    runs that swept its settings."""
     lv = get_level(level)
     n = size or lv.sweep_size
-    rows = [r for r in results.recorded(lv.id) if r["level"] == lv.id and (r["M"], r["N"], r["K"]) == (n, n, n)]
+    rows = results.sweep_records(lv.id, n)
     if not rows:
         raise KeyError(f"no recorded sweep of {lv.id} at {n}³")
     return max(rows, key=lambda r: r["tflops"])

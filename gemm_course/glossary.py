@@ -305,6 +305,12 @@ GROUPS: tuple[Group, ...] = (
           en_aliases=("row major",), zh_aliases=("行优先",)),
     )),
     Group("Performance models", "性能模型", (
+        T("sm-clock", "SM clock", "SM 时钟频率", 1,
+          "The frequency the SMs run at. The GPU raises and lowers it by itself; under a long heavy load the power "
+          "cap lowers it, so the same kernel runs slower late in a run. The course records it beside every timing.",
+          "SM 的运行频率。GPU 会自行升降频率；在长时间的重负载下，功耗上限会把它压低，所以同一个内核在一次测量的后段"
+          "会变慢。本课程在每条计时记录旁都记下这个频率。",
+          en_aliases=("power cap",), zh_aliases=("功耗上限",)),
         T("gemm", "GEMM", "GEMM", 0,
           "General matrix multiply, C ← αAB + βC; SGEMM is the fp32 version. The course's levels compute C = AB.",
           "通用矩阵乘法（general matrix multiply），C ← αAB + βC；SGEMM 是其 fp32 版本。本课程各级计算的是 C = AB。",
@@ -511,6 +517,18 @@ GROUPS: tuple[Group, ...] = (
           "multicast one tile to all of them.",
           "位于相邻 SM 上的一组线程块（sm_90），可以互相读取对方的共享内存；TMA 可以把一个分块多播给其中所有线程块。",
           en_aliases=("thread-block cluster", "cluster"), zh_aliases=("线程块集群", "cluster")),
+        T("multicast", "TMA multicast", "TMA 多播", 11,
+          "One TMA copy that lands in the shared memory of several blocks of a cluster at once, at the same offset, "
+          "completing on each block's mbarrier: two blocks that need the same tile ask L2 for it once.",
+          "一次 TMA 拷贝同时写入簇内多个线程块的共享内存（偏移相同），并在每个线程块的 mbarrier 上完成："
+          "需要同一分块的两个线程块只向 L2 请求一次。",
+          en_aliases=("multicast",), zh_aliases=("多播",)),
+        T("tma-store", "TMA store", "TMA 存储", 11,
+          "The TMA copy in the other direction, shared to global memory: threads write a tile into shared memory, "
+          "one thread asks for the copy and the warps go on while it runs; parts outside the matrix are dropped.",
+          "反方向的 TMA 拷贝，从共享内存到全局内存：线程先把分块写入共享内存，由一个线程发起拷贝，拷贝进行时"
+          "各线程束继续工作；矩阵之外的部分被丢弃。",
+          zh_aliases=("TMA store",)),
     )),
     Group("Tools and instructions", "工具与指令", (
         T("cuda", "CUDA", "CUDA", 0,

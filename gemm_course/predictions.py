@@ -530,8 +530,11 @@ def _level9(params: Mapping[str, Any], n: int) -> list[Prediction]:
                        "每个 32 字节扇区被请求 8 次（它的两半各一次，再乘以线程块中共享这一条带的 4 个线程束），只取一次：8 次中 7 次命中"),
         ]
     bm, bn = params["BM"], params["BN"]
-    blocks, k_tiles, warps = _blocks(n, bm, bn), n // 32, (bm // 32) * (bn // 32)
-    ldsm = blocks * k_tiles * warps * 8  # per warp per k-tile: 2 k-steps × (2 A + 2 B) ldmatrix.x4
+    # a warp's tile: 32×32 with staging="shared", WM×WN pipelined; per 16-deep k-step it loads WM/16 A and
+    # WN/16 B fragments, one ldmatrix.x4 each
+    wm, wn = (params["WM"], params["WN"]) if params["staging"] == "pipelined" else (32, 32)
+    blocks, k_tiles, warps = _blocks(n, bm, bn), n // 32, (bm // wm) * (bn // wn)
+    ldsm = blocks * warps * (n // 16) * (wm + wn) // 16
     return [
         Prediction("global_load_requests", blocks * k_tiles * (bm * 32 + 32 * bn) * 2 // 512,
                    "a block copies a BM×32 tile of A and a 32×BN tile of B per k-tile, 512 bytes per 16-byte warp load",
@@ -540,22 +543,27 @@ def _level9(params: Mapping[str, Any], n: int) -> list[Prediction]:
                    "a 16-byte load per lane, consecutive lanes on consecutive bytes: 512 bytes, 16 sectors, all used",
                    "每个线程 16 字节加载，相邻线程访问相邻字节：512 字节，16 个扇区，全部用上"),
         Prediction("ldmatrix_instructions", ldsm,
-                   "SASS: 8 LDSM per warp per k-tile of 32", "SASS：每个线程束每个深度为 32 的 k 分块 8 条 LDSM"),
+                   f"SASS: {(wm + wn) // 16} LDSM per warp per 16-deep k-step ({wm // 16} A and {wn // 16} B fragments)",
+                   f"SASS：每个线程束每个深度为 16 的 k 步 {(wm + wn) // 16} 条 LDSM（A 片段 {wm // 16} 个，B 片段 {wn // 16} 个）"),
         _ldmatrix_wavefronts(ldsm),
     ]
 
 
 @predicts("10_mma_pipeline")
 def _level10(params: Mapping[str, Any], n: int) -> list[Prediction]:
+    from .levels import _mma_overlapped
+
     bn = params["BN"]
     blocks = _blocks(n, 128, bn)
-    # per warp and 16-deep k-step: 4 ldmatrix.x4 for A (64 rows) and bn / 64 for B (16 × bn / 4 columns)
-    ldsm = blocks * 8 * (n // 16) * (4 + bn // 64)
+    # per warp and 16-deep k-step: 4 ldmatrix.x4 for A (64 rows) and one per 16 columns of the warp's tile for
+    # B: 8 warps of 64 × bn/4, or in the overlapped kernel bn/32 warps of 64×64
+    warps, b_loads = (bn // 32, 4) if _mma_overlapped(params) else (8, bn // 64)
+    ldsm = blocks * warps * (n // 16) * (4 + b_loads)
     out = [Prediction("ldmatrix_instructions", ldsm,
-                      f"per warp and 16-deep k-step: 4 ldmatrix.x4 for A and {bn // 64} for B, 8 warps per block",
-                      f"每个线程束每个深度为 16 的 k 步：A 用 4 条 ldmatrix.x4，B 用 {bn // 64} 条；每个线程块 8 个线程束"),
+                      f"per warp and 16-deep k-step: 4 ldmatrix.x4 for A and {b_loads} for B, {warps} warps per block",
+                      f"每个线程束每个深度为 16 的 k 步：A 用 4 条 ldmatrix.x4，B 用 {b_loads} 条；每个线程块 {warps} 个线程束"),
            _ldmatrix_wavefronts(ldsm)]
-    if params["copy"] == "cp_async":
+    if params["copy"] in ("cp_async", "cp_async_mbarrier"):
         out += [Prediction("global_load_requests", blocks * (n // 32) * (128 * 32 + 32 * bn) * 2 // 512,
                            "each cp.async (LDGSTS.128) a warp issues moves 512 bytes of the 128×32 A and 32×BN B tiles",
                            "线程束发出的每条 cp.async（LDGSTS.128）搬运 128×32 的 A 分块和 32×BN 的 B 分块中的 512 字节"),
@@ -590,8 +598,4 @@ def _level11(params: Mapping[str, Any], n: int) -> list[Prediction]:
                               "source: 3 of the producer's 4 warps return at once, so 8 consumer warps and 1 producer "
                               "warp stay: 9 of 64",
                               "源码：生产者的 4 个线程束中有 3 个立即返回，留下 8 个消费者线程束和 1 个生产者线程束：64 个中的 9 个"))
-    if step == 5:
-        out.append(Prediction("achieved_occupancy_pct", 100 * 12 / 64,
-                              "source: all 12 warps stay until the cluster barrier at the end: 12 of 64",
-                              "源码：12 个线程束都留到末尾的簇屏障：64 个中的 12 个"))
     return out

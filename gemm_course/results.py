@@ -42,6 +42,13 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
     return rows
 
 
+def sweep_records(level: str, n: int) -> list[dict[str, Any]]:
+    """A level's records at n³ from the runs that swept its settings (`record` without
+    --showcase-only): what the tuning page and the autotuner compare."""
+    return [r for r in recorded(level) if r["level"] == level and (r["M"], r["N"], r["K"]) == (n, n, n)
+            and "--showcase-only" not in r["provenance"]["command"]]
+
+
 def _complete(level: str, params: dict[str, Any]) -> dict[str, Any]:
     """A record's setting with every parameter of the level: one added after the record was made
     (e.g. Level 10's copy) takes its default, which is what the kernel of that time did."""

@@ -36,8 +36,7 @@ def pct(level: str, n: int, **params: Any) -> str:
 
 
 def sweep_rows(level: str, n: int = 4096, **match: Any) -> list[dict]:
-    return [r for r in results.recorded(level) if r["level"] == level and r["M"] == n
-            and all(r["params"][k] == v for k, v in match.items())]
+    return [r for r in results.sweep_records(level, n) if all(r["params"][k] == v for k, v in match.items())]
 
 
 def best(level: str, **match: Any) -> dict:
@@ -222,11 +221,45 @@ def test_ladder_tensor_core_paragraph_numbers() -> None:
     mma = rec("10_mma_pipeline", 8192, stages=4)
     fp32 = [rec(lv.id, 8192, **c) for lv in levels() if not lv.uses_tensor_cores for c in lv.showcase]
     best_fp32 = max(fp32, key=lambda r: r["tflops"])
-    assert best_fp32["params"] == get_level("08_warp_tiling").resolve(**TUNED_WARP_TILING)
+    assert best_fp32["level"] == "08_warp_tiling"
     tuned = {n: rec("08_warp_tiling", n, **TUNED_WARP_TILING) for n in (4096, 8192)}
     for claim in (f"reaches {wmma['tflops']:.2f} TFLOPS, {wmma['ratio_to_cublas']:.1%} of cuBLAS fp16",
                   f"reaches {mma['tflops']:.2f} TFLOPS, {mma['ratio_to_cublas']:.1%}",
                   f"already {mma['tflops'] / best_fp32['tflops']:.1f} times the fastest fp32 setting",
                   f"reaches {tuned[4096]['ratio_to_cublas']:.1%} at 4096³ and {tuned[8192]['ratio_to_cublas']:.1%} at "
                   f"8192³ ({tuned[8192]['tflops']:.2f} TFLOPS"):
+        assert claim in text, claim
+
+
+def test_ladder_top_rungs_paragraph_numbers() -> None:
+    """The one-run comparison of the best settings of Levels 8-11 (record --showcase-only)."""
+    text = english("ladder.md")
+    F16, B16, F32 = "h200_top_rungs_float16.json", "h200_top_rungs_bfloat16.json", "h200_top_rungs_float32.json"
+
+    def top(level: str, n: int, dtype: str, file: str, **p: Any) -> dict:
+        return results.find(level, n, dtype=dtype, file=file, **get_level(level).resolve(**p))
+
+    l8 = top("08_warp_tiling", 4096, "float32", F32, **TUNED_WARP_TILING, stepped=True)
+    l9 = top("09_wmma", 4096, "float16", F16, staging="pipelined", BM=256, BN=128, WN=64, stages=3, BK=64,
+             frag_buffers=2)
+    l10 = top("10_mma_pipeline", 4096, "float16", F16, stages=4, BN=256, BK=64, frag_buffers=2,
+              copy_issue="spread", copy="cp_async_mbarrier")
+    tma = top("10_mma_pipeline", 4096, "bfloat16", B16, stages=4, BN=256, copy="tma", frag_buffers=2,
+              ldmatrix_issue="spread")
+    l11 = {n: top("11_hopper_wgmma", n, "bfloat16", B16, step=6, c_type="input") for n in (4096, 8192)}
+    at4096 = (l8, l9, l10, tma, l11[4096])
+    assert all(r["sm_clock_mhz"] == r["cublas_paired_sm_clock_mhz"] == 1980 for r in at4096)  # "ran at 1980 MHz"
+    clocks = [c for f in (B16, F16) for r in results.load(results.RESULTS_DIR / f)["records"] if r["M"] == 8192
+              for c in (r["sm_clock_mhz"], r.get("cublas_paired_sm_clock_mhz")) if c]
+    every = [r for lv in levels() if lv.number >= 8 for r in results.recorded(lv.id)
+             if r["level"] == lv.id and r["file"].startswith("h200_top_rungs")]
+    assert all(r["ratio_to_cublas"] < 1 for r in every if r["M"] == 4096)  # "none passes cuBLAS" (at 4096³)
+    above = [r for r in every if r["M"] == 8192 and r["ratio_to_cublas"] > 1]
+    assert above and all(r["sm_clock_mhz"] > r["cublas_paired_sm_clock_mhz"] for r in above)
+    pair = lambda r: f"{r['tflops']:.2f} TFLOPS, {r['ratio_to_cublas']:.1%}"  # noqa: E731
+    for claim in (f"reaches {pair(l8)} of cuBLAS SGEMM", f"reaches {pair(l9)} of cuBLAS fp16",
+                  f"reaches {pair(l10)}, and its TMA setting {tma['tflops']:.2f} TFLOPS in bf16, "
+                  f"{tma['ratio_to_cublas']:.1%}", f"reaches {pair(l11[4096])} of cuBLAS bf16",
+                  f"falls as low as {min(clocks):.0f} MHz", f"({l11[8192]['ratio_to_cublas']:.1%} for step 6)",
+                  f"(at most {max(r['ratio_to_cublas'] for r in above):.1%})"):
         assert claim in text, claim
