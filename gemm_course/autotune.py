@@ -75,7 +75,7 @@ def recorded_best(level: str | int | Level, size: Optional[int] = None) -> dict[
     runs that swept its settings."""
     lv = get_level(level)
     n = size or lv.sweep_size
-    rows = results.sweep_records(lv.id, n)
+    rows = results.sweep_records(lv.id, n, dtype=lv.dtypes[0])
     if not rows:
         raise KeyError(f"no recorded sweep of {lv.id} at {n}³")
     return max(rows, key=lambda r: r["tflops"])

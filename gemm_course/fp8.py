@@ -226,7 +226,8 @@ def quantize_per_tensor(x: Any) -> Tuple[Any, np.float32]:
     xp = _array_module(values)
     amax = xp.max(xp.abs(values)) if values.size else xp.asarray(0.0)
     scale = _scales_for(xp.asarray(amax).reshape(1), "x")[0]
-    return encode_e4m3(values / float(scale)), np.float32(scale)
+    scale = float(scale)  # a host number, from NumPy or CuPy alike
+    return encode_e4m3(values / scale), np.float32(scale)
 
 
 def dequantize_per_tensor(bits: Any, scale: Any) -> Any:

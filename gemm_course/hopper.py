@@ -15,8 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 
 # CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h)
-_TMA_DTYPE = {"float16": 6, "bfloat16": 9, "float32": 7}
-_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_TMA_DTYPE = {"float16": 6, "bfloat16": 9, "float32": 7, "uint8": 0}  # uint8: FP8 e4m3 bytes (13_fp8)
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "uint8": 1}
 _SWIZZLE_128B = 3
 _L2_PROMOTION_256B = 3
 BOX_INNER = 64  # elements: 64 × 2 bytes = one 128-byte swizzle row
@@ -36,7 +36,7 @@ def _driver() -> Any:
 
 def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int) -> bytes:
     """The 128-byte CUtensorMap of a row-major rows × cols matrix, read or written in boxes of
-    box_rows × 128 bytes (64 two-byte or 32 four-byte elements) with the 128-byte swizzle; reads
+    box_rows × 128 bytes (128 one-byte, 64 two-byte or 32 four-byte elements) with the 128-byte swizzle; reads
     outside the matrix give zeros, writes outside it are dropped."""
     size = _ITEMSIZE[type_name]
     if cols * size % 16 or address % 16:

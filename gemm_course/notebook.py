@@ -12,7 +12,7 @@ from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 from .dtypes import min_cc
 from .levels import Level, get_level
 from .models import KNOWN_GPUS, arithmetic_intensity, gemm_flops, tile_traffic, spec_from_properties
-from .plots import performance_figure, roofline_figure, show, sweep_figure
+from .plots import changed_params, performance_figure, roofline_figure, show, sweep_figure
 
 # Small enough to check quickly where kernels run on the CPU.
 SMALL_ODD_SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -145,8 +145,7 @@ def sweep(level: str | int | Level, x: str, y: str, by: Optional[str] = None) ->
     """The recorded parameter sweep of a level as a heatmap (works in the static book)."""
     lv = get_level(level)
     size = lv.sweep_size
-    records = _dedupe([r for r in results.recorded(lv.id)
-                       if r["level"] == lv.id and (r["M"], r["N"], r["K"]) == (size, size, size)])
+    records = _dedupe(results.sweep_records(lv.id, size, dtype=lv.dtypes[0]))
     if not records:
         print("No recorded sweep for this level.")
         return
@@ -706,7 +705,7 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
         warps = compile_report(lv, arch=arch, **r["params"]).occupancy.warps_per_sm
         points.append({"params": r["params"], "warps_per_sm": warps, "tflops": r["tflops"]})
         fig.add_trace(go.Scatter(x=[str(warps)], y=[r["tflops"]], mode="markers", marker=dict(size=13, color=PALETTE[i]),
-                                 name=f"Level 8 {', '.join(f'{k}={v}' for k, v in r['params'].items() if k in ('BM', 'BN', 'WM', 'WN'))}"))
+                                 name=f"Level 8 {changed_params(lv.defaults, r['params'])}"))
     for r in measured:
         if r["level"] == "cublas":
             fig.add_hline(y=r["tflops"], line=dict(color=CUBLAS_COLOR, dash="dash"),

@@ -223,11 +223,18 @@ def add_subtitle(fig: go.Figure, text: str, extra: int = 0) -> go.Figure:
 
 
 def config_label(record: Mapping[str, Any]) -> str:
-    """A short legend label for a measured configuration: level and its parameters."""
+    """A short legend label for a measured configuration: level and the parameters it sets away from
+    the level's defaults ("default" when none)."""
     if record["level"] == "cublas":
         return "cuBLAS"
-    params = " ".join(f"{k}={v}" for k, v in record["params"].items())
-    return f"{record['level']} {params}".strip()
+    from .levels import get_level
+
+    return f"{record['level']} {changed_params(get_level(record['level']).defaults, record['params'])}"
+
+
+def changed_params(defaults: Mapping[str, Any], params: Mapping[str, Any]) -> str:
+    """The parameters of a setting that differ from the defaults, as "k=v, …" ("default" if none)."""
+    return ", ".join(f"{k}={v}" for k, v in params.items() if defaults.get(k, v) != v) or "default"
 
 
 def size_label(record: Mapping[str, Any]) -> str:

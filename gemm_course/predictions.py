@@ -51,7 +51,7 @@ def block_tile(level: str, params: Mapping[str, Any]) -> tuple[int, int]:
         return 128, params["BN"]
     if lv.number == 11:
         bm, bn, _ = HOPPER_STEPS[params["step"]]
-        if params["step"] == 5:  # each k-tile of B is fetched once for two blocks (TMA multicast)
+        if params["step"] >= 5:  # each k-tile of B is fetched once for two blocks (TMA multicast)
             return HOPPER_CLUSTER * bm, bn
         return bm, bn
     if lv.number == 9 and params["staging"] == "none":

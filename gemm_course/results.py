@@ -42,10 +42,10 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
     return rows
 
 
-def sweep_records(level: str, n: int) -> list[dict[str, Any]]:
+def sweep_records(level: str, n: int, dtype: Optional[str] = None) -> list[dict[str, Any]]:
     """A level's records at n³ from the runs that swept its settings (`record` without
-    --showcase-only): what the tuning page and the autotuner compare."""
-    return [r for r in recorded(level) if r["level"] == level and (r["M"], r["N"], r["K"]) == (n, n, n)
+    --showcase-only): what the tuning page and the autotuner compare. dtype: one input type only."""
+    return [r for r in recorded(level, dtype=dtype) if r["level"] == level and (r["M"], r["N"], r["K"]) == (n, n, n)
             and "--showcase-only" not in r["provenance"]["command"]]
 
 

@@ -172,7 +172,7 @@ CHEAT_SHEET: tuple[Mnemonic, ...] = (
     Mnemonic(("LDL", "STL"), "08_warp_tiling", {}, "__launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)"),
     Mnemonic(("LDSM.16.M88.4", "LDSM.16.MT88.4"), "10_mma_pipeline", {}, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
     Mnemonic(("HMMA.16816.F32",), "10_mma_pipeline", {}, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
-    Mnemonic(("HGMMA.64x256x16.F32.BF16",), "11_hopper_wgmma", {}, "wgmma.mma_async.sync.aligned.m64n256k16.f32."),
+    Mnemonic(("HGMMA.64x256x16.F32.BF16",), "11_hopper_wgmma", {}, "m64n256k16.f32.bf16.bf16"),
     Mnemonic(("UTMALDG.2D",), "11_hopper_wgmma", {},
              "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"),
     Mnemonic(("SYNCS.EXCH.64",), "11_hopper_wgmma", {}, "mbarrier.init.shared::cta.b64"),

@@ -282,6 +282,8 @@ def test_fp8_quantisation_on_cupy_matches_numpy():
 
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((300, 1000)), rng.standard_normal((260, 1000))
+    bits, scale = fp8.quantize_per_tensor(cupy.asarray(a))
+    assert (cupy.asnumpy(bits) == fp8.quantize_per_tensor(a)[0]).all() and float(scale) == fp8.quantize_per_tensor(a)[1]
     on_cpu = fp8.quantize_rows_1x128(a) + fp8.quantize_blocks_128x128(b)
     on_gpu = fp8.quantize_rows_1x128(cupy.asarray(a)) + fp8.quantize_blocks_128x128(cupy.asarray(b))
     for x, y in zip(on_gpu, on_cpu):

@@ -1,5 +1,6 @@
 """Every number the Level 7 and Level 8 prose quotes, recomputed from the recorded H200 files, the
 compile reports and the disassembly (no GPU needed); plus the Level 8 tile-hierarchy figure."""
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -25,9 +26,11 @@ def _cublas(r):
 
 
 def _sweep(level):
+    """The records at the sweep size from the runs that swept the settings (not the later showcase-only runs)."""
     lv = gc.get_level(level)
     n = lv.sweep_size
-    return [r for r in results.recorded(level) if r["level"] == level and r["M"] == n == r["N"] == r["K"]]
+    return [r for r in results.recorded(level) if r["level"] == level and r["M"] == n == r["N"] == r["K"]
+            and "--showcase-only" not in r["provenance"]["command"]]
 
 
 def _mix(level, **p):
@@ -319,3 +322,213 @@ def test_warp_tiling_figure_assigns_each_element_once():
     assert len(fig.layout.shapes) == 4
     with pytest.raises(ValueError):
         diagrams.warp_tiling_figure(WM=48)
+
+
+TOP_RUNGS = "h200_top_rungs_float32.json"  # the second run: every showcase setting, cuBLAS paired with each
+STEPPED = {**TUNED_WARP_TILING, "stepped": True}
+BK32 = {**STEPPED, "BK": 32}
+FRAG2 = {**TUNED_WARP_TILING, "frag_buffers": 2}
+
+
+def _top(n, **p):
+    return results.find(L8, n, file=TOP_RUNGS, **gc.get_level(L8).resolve(**p))
+
+
+def test_level8_second_run_and_the_last_few_percent():
+    """The second run (paired cuBLAS, SM clock), the three changes to the 64×256 setting: times, ratios,
+    clocks, counters (scheduler slots, stalls, shared-store passes) and compile reports."""
+    from gemm_course import counters
+    from test_prose_pages import issue_slots
+    prose = _english_prose(ROOT / "notebooks" / "08_warp_tiling.ipynb")
+    lv = gc.get_level(L8)
+    pct = lambda x: f"{x['ratio_to_cublas']:.1%}"  # noqa: E731
+    # the second run: clocks. Every kernel and its paired cuBLAS at the top clock, but the 64×128 one at 8192³
+    recs = [r for r in results.recorded(L8, files=[results.RESULTS_DIR / TOP_RUNGS]) if r["level"] == L8]
+    assert len(recs) == 2 * len(lv.showcase)
+    top_mhz = results.load(results.RESULTS_DIR / TOP_RUNGS)["provenance"]["sm_clock_max_mhz"]
+    low = [r for r in recs if r["sm_clock_mhz"] != top_mhz or r["cublas_paired_sm_clock_mhz"] != top_mhz]
+    assert [(r["params"]["BN"], r["M"]) for r in low] == [(128, 8192)] and low[0]["cublas_paired_sm_clock_mhz"] == top_mhz
+    d, s, t = ({n: _top(n, **p) for n in (4096, 8192)} for p in ({}, {"BM": 64, "BN": 128}, TUNED_WARP_TILING))
+    st, bk, fb = ({n: _top(n, **p) for n in (4096, 8192)} for p in (STEPPED, BK32, FRAG2))
+    first = {n: {k: _rec(L8, n, **p) for k, p in (("d", {}), ("s", {"BM": 64}), ("t", TUNED_WARP_TILING))} for n in (4096, 8192)}
+    assert all(abs(x[n]["ratio_to_cublas"] - first[n][k]["ratio_to_cublas"]) < 0.01
+               for n in (4096, 8192) for k, x in (("d", d), ("t", t)))  # "within a point of the first run"
+    assert abs(s[4096]["ratio_to_cublas"] - first[4096]["s"]["ratio_to_cublas"]) < 0.002
+    drop = 1 - s[8192]["ratio_to_cublas"] / first[8192]["s"]["ratio_to_cublas"]
+    slower = 1 - s[8192]["sm_clock_mhz"] / s[8192]["cublas_paired_sm_clock_mhz"]
+    assert abs(drop - slower) < 0.005  # "about the size of the drop"
+    claims = [f"In this run the default reaches {pct(d[4096])} at 4096³ and {pct(d[8192])} at 8192³ and the 64×256 setting "
+              f"{pct(t[4096])} and {pct(t[8192])}, within a point of the first run",
+              f"at {top_mhz} MHz, the top clock",
+              f"The 64×128 setting reaches {pct(s[4096])} at 4096³ ({pct(first[4096]['s'])} in the first run), but {pct(s[8192])} at 8192³ against "
+              f"{pct(first[8192]['s'])}: it alone ran at a lower clock there, {s[8192]['sm_clock_mhz']:.0f} MHz against its "
+              f"paired cuBLAS's {s[8192]['cublas_paired_sm_clock_mhz']:.0f} MHz, {slower:.1%} lower"]
+    assert 1 - max(t[n]["ratio_to_cublas"] for n in t) > 0.04 and 1 - min(t[n]["ratio_to_cublas"] for n in t) < 0.06  # "about 5% ahead"
+    # the counters at 4096³: the 64×256 setting and cuBLAS from the first counter run, the three changes from the second
+    rows = {k: counters.find(L8, **p) for k, p in (("t", TUNED_WARP_TILING), ("st", STEPPED), ("bk", BK32), ("fb", FRAG2))}
+    rows["cub"] = counters.find("cublas", dtype="float32")
+    assert rows["t"]["file"] == rows["cub"]["file"] != rows["st"]["file"] == rows["bk"]["file"] == rows["fb"]["file"]
+    sl = {k: issue_slots(r) for k, r in rows.items()}
+    m = {k: r["metrics"] for k, r in rows.items()}
+    g = lambda x: f"{x / 1e9:.2f}"  # noqa: E731
+    stall = lambda k, name: f"{m[k]['stall_' + name]:.2f}"  # noqa: E731
+    ms = lambda r, f: f"{r['median_ms']:{f}}"  # noqa: E731
+    change = lambda a, b: b["median_ms"] / a["median_ms"] - 1  # noqa: E731
+    p = lv.resolve(**TUNED_WARP_TILING)
+    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    warps = (4096 // p["BM"]) * (4096 // p["BN"]) * threads // 32
+    per_warp_tile = lambda k, bk_: m[k]["instructions"] / (warps * 4096 // bk_)  # noqa: E731
+    ct, cs, cb, cf = (gc.compile_report(L8, arch="sm_90", **x) for x in (TUNED_WARP_TILING, STEPPED, BK32, FRAG2))
+    assert cs.occupancy.blocks_per_sm == cb.occupancy.blocks_per_sm == 2 and cs.occupancy.warps_per_sm == 8
+    assert cf.registers == 255 and not (ct.spills or cs.spills or cb.spills or cf.spills)
+    # step 1: stepped pointers
+    assert m["st"]["issue_active_pct"] == pytest.approx(m["t"]["issue_active_pct"], abs=0.1)  # "stays at"
+    claims += [f"In each k-tile a thread issues {p['BM'] * p['BK'] // 4 // threads} loads of A (`LDG.128`) and "
+               f"{p['BK'] * p['BN'] // 4 // threads} sixteen-byte copies of B",
+               f"The counter agrees: {g(m['t']['instructions'])} billion warp instructions become {g(m['st']['instructions'])} billion, "
+               f"that is {per_warp_tile('t', 16):.0f} and {per_warp_tile('st', 16):.0f} per warp and k-tile over {warps} warps and "
+               f"{4096 // 16} k-tiles",
+               f"The share of cycles that issue stays at {sl['st']['issue']:.0f}%, so the slots that carry an FFMA rise from "
+               f"{sl['t']['ffma']:.0f}% to {sl['st']['ffma']:.0f}% and those with another instruction fall from {sl['t']['other']:.0f}% "
+               f"to {sl['st']['other']:.0f}%",
+               f"The time falls by {-change(t[4096], st[4096]):.1%} at 4096³, from {ms(t[4096], '.3f')} to {ms(st[4096], '.3f')} ms, "
+               f"which takes the setting from {pct(t[4096])} to {pct(st[4096])} of cuBLAS; at 8192³ from {ms(t[8192], '.2f')} to "
+               f"{ms(st[8192], '.2f')} ms, {pct(t[8192])} to {pct(st[8192])}",
+               f"{cs.registers} registers instead of {ct.registers}, still {cs.occupancy.blocks_per_sm} blocks and "
+               f"{cs.occupancy.warps_per_sm} warps per SM"]
+    # step 2: BK = 32 (dynamic shared memory: two buffers of A, padded by 4, and of B)
+    pb = lv.resolve(**BK32)
+    tiles = 2 * pb["BK"] * (pb["BM"] + 4) * 4 + 2 * pb["BK"] * pb["BN"] * 4
+    assert tiles > 48 * 1024 and cb.dynamic_shared_bytes == tiles
+    assert sl["bk"]["issue"] < sl["st"]["issue"] and change(st[4096], bk[4096]) > 0 and abs(change(st[8192], bk[8192])) < 0.002
+    sts = lambda k: f"{m[k]['shared_store_wavefronts'] / m[k]['shared_store_instructions']:.2f}"  # noqa: E731
+    claims += [f"The two buffers of A and B then take {tiles / 1000:.0f} KB, more than the 48 KB",
+               f"the counter counts {g(m['bk']['instructions'])} billion instructions against {g(m['st']['instructions'])}, "
+               f"and the barrier stall falls from {stall('st', 'barrier')} to {stall('bk', 'barrier')} warps per issued instruction",
+               f"At 4096³ the kernel takes {ms(bk[4096], '.3f')} ms, {change(st[4096], bk[4096]):.1%} more than with `stepped=True` "
+               f"alone ({pct(bk[4096])} of cuBLAS against {pct(st[4096])}); at 8192³ {ms(bk[8192], '.2f')} against "
+               f"{ms(st[8192], '.2f')} ms ({pct(bk[8192])} against {pct(st[8192])}), a difference of {abs(change(st[8192], bk[8192])):.1%}",
+               f"the share of cycles that issue falls from {sl['st']['issue']:.0f}% to {sl['bk']['issue']:.0f}%, so the slots "
+               f"with an FFMA are {sl['bk']['ffma']:.0f}% against {sl['st']['ffma']:.0f}%",
+               f"`short_scoreboard` (a warp waits for the result of a shared-memory access) from {stall('st', 'short_scoreboard')} to "
+               f"{stall('bk', 'short_scoreboard')}, and `no_instruction` (a warp waits for its next instruction to be fetched) from "
+               f"{stall('st', 'no_instruction')} to {stall('bk', 'no_instruction')}",
+               f"the passes per shared store go from {sts('st')} to {sts('bk')}",
+               f"A's rows are {pb['BM'] + 4} floats apart, so `As[k][m]` lies in bank ({(pb['BM'] + 4) % 32}k + m) mod 32"]
+    for k in ("short_scoreboard", "no_instruction"):  # "Two stall reasons double"
+        assert m["bk"]["stall_" + k] / m["st"]["stall_" + k] == pytest.approx(2.2, abs=0.3)
+    # the bank model of A's transposed store (store_shared): lane → (m, k) = (e / (BK/4), 4·(e % (BK/4))), word (k·68 + m)
+    for bk_, passes in ((16, 2), (32, 4)):
+        words = {(lane // (bk_ // 4), 4 * (lane % (bk_ // 4))) for lane in range(32)}
+        per_bank = Counter(((k * (pb["BM"] + 4) + mm) % 32) for mm, k in words)
+        assert max(per_bank.values()) == passes and abs(float(sts("st" if bk_ == 16 else "bk")) - passes) < 0.02
+    # step 3: fragment double buffering (against the plain 64×256 setting)
+    assert sl["fb"]["issue"] < sl["t"]["issue"] and m["fb"]["instructions"] / m["t"]["instructions"] < 1.005
+    claims += [f"The kernel got slower all the same: {ms(fb[4096], '.3f')} ms at 4096³ against {ms(t[4096], '.3f')}, "
+               f"{change(t[4096], fb[4096]):.1%} more time, {pct(fb[4096])} of cuBLAS against {pct(t[4096])}; at 8192³ "
+               f"{ms(fb[8192], '.2f')} against {ms(t[8192], '.2f')} ms, {pct(fb[8192])} against {pct(t[8192])}",
+               f"It issues less often: in {sl['fb']['issue']:.0f}% of the cycles against {sl['t']['issue']:.0f}%, with an FFMA in "
+               f"{sl['fb']['ffma']:.0f}% of the slots against {sl['t']['ffma']:.0f}%",
+               f"`short_scoreboard` from {stall('t', 'short_scoreboard')} to {stall('fb', 'short_scoreboard')}, `wait`",
+               f"of an instruction it depends on) from {stall('t', 'wait')} to {stall('fb', 'wait')} and `dispatch_stall` from "
+               f"{stall('t', 'dispatch_stall')} to {stall('fb', 'dispatch_stall')}",
+               f"the second set is {4 * p['WM'] // 32 + 4 * p['WN'] // 16} more values to hold, and the kernel sits at "
+               f"{cf.registers} registers, the most a thread can have ({ct.registers} before)"]
+    # together
+    best = max((STEPPED, BK32, FRAG2, TUNED_WARP_TILING), key=lambda x: _top(4096, **x)["tflops"])
+    assert best == STEPPED and bk[8192]["tflops"] / st[8192]["tflops"] - 1 < 0.002  # "ties at 8192³"
+    claims += [f"the fastest FP32 setting of the course is the 64×256 tile with `stepped=True`: {st[4096]['tflops']:.2f} TFLOPS "
+               f"at 4096³, {pct(st[4096])} of cuBLAS, and {st[8192]['tflops']:.2f} at 8192³, {pct(st[8192])}, that is "
+               f"{1 - st[4096]['ratio_to_cublas']:.1%} and {1 - st[8192]['ratio_to_cublas']:.1%} short of cuBLAS",
+               f"With `BK = 32` it ties at 8192³ ({pct(bk[8192])}) and loses at 4096³",
+               f"fewer other instructions than cuBLAS's ({sl['st']['other']:.0f}% against {sl['cub']['other']:.0f}%); what remains is "
+               f"the cycles with nothing issued, {sl['st']['idle']:.0f}% against {sl['cub']['idle']:.0f}%, with the same "
+               f"{round(m['st']['achieved_occupancy_pct'] / 100 * 64)} warps per SM",
+               # how close to cuBLAS, takeaways
+               f"With one moving pointer per operand it gets closest, {pct(st[4096])} at 4096³ and {pct(st[8192])} at 8192³ in the second run",
+               f"The moving pointers lower the other instructions to {sl['st']['other']:.0f}% and leave the empty cycles at "
+               f"{sl['st']['idle']:.0f}%",
+               f"gives the fastest FP32 setting: {pct(st[4096])} of cuBLAS at 4096³ and {pct(st[8192])} at 8192³, with kernel and "
+               f"cuBLAS at {top_mhz} MHz. 32-deep k-tiles save instructions but not time ({pct(bk[4096])} and {pct(bk[8192])}), "
+               f"and double-buffered fragments, at {cf.registers} registers, lose time ({pct(fb[4096])} and {pct(fb[8192])}). "
+               f"What is left is the cycles with nothing issued: {sl['st']['idle']:.0f}% against cuBLAS's {sl['cub']['idle']:.0f}%"]
+    assert round(m["st"]["achieved_occupancy_pct"] / 100 * 64) == round(m["cub"]["achieved_occupancy_pct"] / 100 * 64) == 8
+    assert_prose_says(claims, prose)
+
+
+_SASS = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+_LABEL = re.compile(r"^\s*\.(L_x_\d+):")
+_REG = re.compile(r"(?<![A-Z])R(\d+)")
+
+
+def _main_loop(**params):
+    """The (opcode, operands) of the main loop's SASS: the backward branch whose body holds the most FFMAs."""
+    from gemm_course.sass import disassemble
+    lv = gc.get_level(L8)
+    code, labels = [], {}
+    for line in disassemble(lv, arch="sm_90", **lv.resolve(**params)).splitlines():
+        if m := _LABEL.match(line):
+            labels[m.group(1)] = len(code)
+        elif m := _SASS.search(line):
+            code.append((m.group(1), m.group(2)))
+    loops = [code[labels[m.group(1)]:i + 1] for i, (op, args) in enumerate(code)
+             if op == "BRA" and (m := re.search(r"\.(L_x_\d+)", args)) and labels.get(m.group(1), i + 1) <= i]
+    return max(loops, key=lambda body: sum(op == "FFMA" for op, _ in body))
+
+
+def _lds_distances(body):
+    """For each LDS.128 of a loop body: (FFMAs before it in the body, instructions until one reads its registers),
+    going round the loop."""
+    out, ffma = [], 0
+    for i, (op, args) in enumerate(body):
+        ffma += op == "FFMA"
+        if op != "LDS.128":
+            continue
+        first = int(_REG.search(args).group(1))
+        dest = {first, first + 1, first + 2, first + 3}
+        for j in range(1, len(body)):
+            op2, args2 = body[(i + j) % len(body)]
+            regs = [int(r) for r in _REG.findall(args2)]
+            sources = regs if op2.startswith("ST") else regs[1:]
+            if dest & set(sources):
+                out.append((ffma, j))
+                break
+    return out
+
+
+@pytest.mark.skipif(not find_disassembler(), reason="needs nvdisasm (nvidia-cuda-nvdisasm wheel) or cuobjdump")
+def test_level8_main_loop_sass():
+    """The per-k-tile SASS numbers of the last-few-percent section: the loop's length and mix, and how soon each
+    shared load is read (one fragment set against two)."""
+    prose = _english_prose(ROOT / "notebooks" / "08_warp_tiling.ipynb")
+    loops = {k: _main_loop(**p) for k, p in (("t", TUNED_WARP_TILING), ("st", STEPPED), ("bk", BK32), ("fb", FRAG2))}
+    mix = {k: Counter(op for op, _ in body) for k, body in loops.items()}
+    n = {k: len(body) for k, body in loops.items()}
+    same = ("FFMA", "LDS.128", "LDG.E.128.CONSTANT", "LDGSTS.E.BYPASS.128", "STS", "BAR.SYNC.DEFER_BLOCKING")
+    # "the FFMAs, the LDS.128 and the copies are the same": the instructions removed are the integer work around them
+    assert all(mix["t"][op] == mix["st"][op] == mix["fb"][op] for op in same)
+    assert all(mix["bk"][op] == 2 * mix["st"][op] for op in same[:-1]) and mix["bk"][same[-1]] == 1  # a barrier per k-tile
+    # the counters: instructions = warps × k-tiles × the loop, plus the code around it
+    from gemm_course import counters
+    lv = gc.get_level(L8)
+    for k, p in (("t", TUNED_WARP_TILING), ("st", STEPPED), ("bk", BK32), ("fb", FRAG2)):
+        r = lv.resolve(**p)
+        warps, ktiles = (4096 // r["BM"]) * (4096 // r["BN"]) * (r["BM"] // r["WM"]) * (r["BN"] // r["WN"]), 4096 // r["BK"]
+        per = counters.find(L8, **p)["metrics"]["instructions"] / (warps * ktiles)
+        assert 0 < per - n[k] < 3
+    dist = {k: _lds_distances(loops[k]) for k in ("t", "fb")}
+    near = lambda k, x: [f for f, d in dist[k] if d <= x]  # noqa: E731
+    assert near("t", 10) == near("t", 30) == [0, 0, 0]  # all three at the first step after the barrier
+    after_barrier = [d for f, d in dist["fb"] if f == mix["fb"]["FFMA"] - 128]  # the loads between the barrier and the last step
+    assert len(after_barrier) == 6 and all(f > 0 for f in near("fb", 30))
+    claims = [f"the loop of one k-tile shrinks from {n['t']} instructions to {n['st']}; the {mix['t']['FFMA']} FFMAs, the "
+              f"{mix['t']['LDS.128']} `LDS.128` and the copies are the same, and the {n['t'] - n['st']} removed ones",
+              f"Per 16 steps of k the SASS holds {n['bk'] // 2} instructions ({n['bk']} per 32-deep k-tile) against {n['st']}",
+              f"the loop body doubles to {n['bk']} instructions, {n['bk'] * 16 / 1000:.0f} KB of code at 16 bytes per instruction",
+              f"{len(near('t', 10))} of the {mix['t']['LDS.128']} `LDS.128` of a k-tile are read within 10 instructions of being issued",
+              f"the loads after the barrier are read {min(after_barrier)} or more instructions later",
+              f"It does not execute more: {n['fb']} instructions per k-tile against {n['t']}",
+              f"the compiler now issues {len(near('fb', 10))} of the {mix['fb']['LDS.128']} shared loads within 10 instructions of "
+              f"their first use and {len(near('fb', 30))} within 30, where the one-set kernel has {len(near('t', 30))} of each",
+              f"removes {n['t'] - n['st']} of the {n['t']} instructions of a 64×256 k-tile"]
+    assert_prose_says(claims, prose)

@@ -317,9 +317,9 @@ gemm_mma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ 
 //                        stage's "full" mbarrier (cp.async.mbarrier.arrive, sm_80), and each warp
 //                        frees a stage on its "empty" mbarrier right after its last ldmatrix there
 //   BK = 32 or 64        the k-tile depth (64: half the waits per flop, twice the shared memory)
-//   BN = 128             4 warps and at most 96 KB of stages, so two blocks share an SM (2 × 128
-//                        threads × 255 registers fit): one block's waits and its final stores of C
-//                        run beside the other block's mma.sync
+//   BN = 128             4 warps; with at most 96 KB of stages (BK = 64: 3 stages; BK = 32: 4) two
+//                        blocks share an SM (2 × 128 threads × 255 registers fit): one block's waits
+//                        and its final stores of C run beside the other block's mma.sync
 //   copy = tma           (frag_buffers = 2) the TMA kernel with the same fragment pipelining, each
 //                        stage released after its last ldmatrix instead of after its last mma.sync
 //

@@ -1,7 +1,8 @@
-// Level 11 — Hopper: wgmma, TMA, mbarriers, warp specialization. bf16 or fp16 in, fp32 accumulation,
-// fp32 C. Needs sm_90a (H100, H200, GH200): wgmma and setmaxnreg exist only there.
+// Level 11 — Hopper: wgmma, TMA, mbarriers, warp specialization, clusters. bf16 or fp16 in, fp32
+// accumulation; C in fp32, or in the inputs' type (c_type = "input": bf16 or fp16, as cuBLAS writes it).
+// Needs sm_90a (H100, H200, GH200): wgmma and setmaxnreg exist only there.
 //
-// Four steps, each one kernel and one measured row in the chapter:
+// Six steps, each one measured row in the chapter (steps 3–4 share a kernel template, and so do 5–6):
 //
 //   step 1  hopper_wgmma_plain      one warpgroup (4 warps, 128 threads) per 64×128 tile of C.
 //                                   All threads copy a k-tile into shared memory with 16-byte loads,
@@ -17,6 +18,16 @@
 //   step 4  …specialized, PERSISTENT one block per SM walks over tiles in an L2-friendly order; the
 //                                   producer runs ahead into the next tile while the consumers store
 //                                   C, and consumers keep one wgmma group in flight across k-tiles.
+//   step 5  hopper_wgmma_clustered  clusters of 2 blocks whose tiles lie one above the other share each
+//                                   k-tile of B: each producer copies its own A and multicasts one half
+//                                   of B to both blocks (TMA multicast); a stage's "empty" barrier
+//                                   completes on 16 arrivals, the consumer warps of both blocks; a
+//                                   cluster barrier at the start and at the end. Persistent clusters:
+//                                   as many as can be resident (cuOccupancyMaxActiveClusters).
+//   step 6  …clustered, TMA_STORE   C leaves through shared memory: each consumer writes 64-row ×
+//                                   128-byte swizzled pieces into 2 buffers, and one thread sends each
+//                                   piece out with a TMA store under the next tile's wgmma; before a
+//                                   buffer is reused, cp.async.bulk.wait_group.read says TMA has read it.
 //
 // Shared-memory layout (all steps): the 128-byte swizzle that TMA writes and wgmma reads.
 //
@@ -37,37 +48,16 @@
 //
 // Preconditions (the launcher checks them): K and N multiples of 8 and 16-byte aligned A, B, C
 // (TMA needs 16-byte row strides; 16-byte loads need whole chunks). M is free. Past the edges TMA
-// fills zeros (steps 2–4) and step 1 stores zero chunks; only elements inside C are written.
+// fills zeros (steps 2–6) and step 1 stores zero chunks; only elements inside C are written (step 6:
+// TMA clips the pieces of C that stick out).
 #include "tma.cuh"
 #include "wgmma.cuh"
 
 typedef unsigned short u16;  // bf16 or fp16 bits: the kernels never do arithmetic on them
 
-__device__ __forceinline__ unsigned long long smem_descriptor(unsigned address, unsigned leading_bytes,
-                                                              unsigned stride_bytes)
-{
-    return static_cast<unsigned long long>((address & 0x3FFFF) >> 4)
-         | static_cast<unsigned long long>((leading_bytes & 0x3FFFF) >> 4) << 16
-         | static_cast<unsigned long long>((stride_bytes & 0x3FFFF) >> 4) << 32
-         | 1ull << 62;  // 128-byte swizzle
-}
-
 // A: K-major, 8-row groups 1024 B apart. B: MN-major, 64-column chunks 8192 B apart.
 __device__ __forceinline__ unsigned long long desc_a(unsigned tile, int kk) { return smem_descriptor(tile + kk * 32, 16, 1024); }
 __device__ __forceinline__ unsigned long long desc_b(unsigned tile, int kk) { return smem_descriptor(tile + kk * 2048, 8192, 1024); }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int PENDING>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory"); }
-
-// wgmma writes the accumulators behind the compiler's back: pin them around waits.
-template <int REGS>
-__device__ __forceinline__ void pin(float (&d)[REGS])
-{
-#pragma unroll
-    for (int i = 0; i < REGS; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-}
 
 // The four k16 steps of one 64-deep k-tile, for the 64 rows of A that start at a_tile.
 template <bool BF16, int REGS>
