@@ -450,12 +450,16 @@ def _warp_dynamic_shared(p: Mapping[str, Any]) -> bool:
     return _warp_shared_bytes(p) > STATIC_SHARED_LIMIT
 
 
+def _warp_tiles_divide(p: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A block tile must be a whole number of warp tiles in both directions (Levels 8 and 9)."""
+    return [(f"{tile}={p[tile]} is not a multiple of the warp tile {warp}={p[warp]}",
+             f"{tile}={p[tile]} 不是线程束分块 {warp}={p[warp]} 的整数倍")
+            for tile, warp in (("BM", "WM"), ("BN", "WN")) if p[tile] % p[warp]]
+
+
 def _warp_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     out = []
-    for tile, warp in (("BM", "WM"), ("BN", "WN")):
-        if p[tile] % p[warp]:
-            out.append((f"{tile}={p[tile]} is not a multiple of the warp tile {warp}={p[warp]}",
-                        f"{tile}={p[tile]} 不是线程束分块 {warp}={p[warp]} 的整数倍"))
+    out += _warp_tiles_divide(p)
     if out:
         return out
     threads = _warp_threads(p)
@@ -615,10 +619,7 @@ def _wmma_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
                 out.append((f"{tile}={p[tile]} is for staging='pipelined'; staging='{p['staging']}' takes 32 to 128",
                             f"{tile}={p[tile]} 仅用于 staging='pipelined'；staging='{p['staging']}' 只接受 32 到 128"))
         return out
-    for tile, warp in (("BM", "WM"), ("BN", "WN")):
-        if p[tile] % p[warp]:
-            out.append((f"{tile}={p[tile]} is not a multiple of the warp tile {warp}={p[warp]}",
-                        f"{tile}={p[tile]} 不是线程束分块 {warp}={p[warp]} 的整数倍"))
+    out += _warp_tiles_divide(p)
     if out:
         return out
     # Each thread holds WM·WN/32 fp32 accumulators and needs about 40 more registers (fragments,

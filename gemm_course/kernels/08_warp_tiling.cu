@@ -196,6 +196,19 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     __syncthreads();
 
     const int tiles_k = (K + BK - 1) / BK;
+    // A warp's fragments of k-step k from shared buffer buf: its TM values of A and TN of B, as float4s.
+    auto load_fragments = [&](int buf, int k, float (&a)[TM], float (&b)[TN]) {
+#pragma unroll
+        for (int wi = 0; wi < WM_ITER; ++wi) {
+            const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][wm0 + wi * 32 + lm * 4]);
+            a[wi * 4 + 0] = v.x, a[wi * 4 + 1] = v.y, a[wi * 4 + 2] = v.z, a[wi * 4 + 3] = v.w;
+        }
+#pragma unroll
+        for (int wj = 0; wj < WN_ITER; ++wj) {
+            const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][wn0 + wj * 16 + ln * 4]);
+            b[wj * 4 + 0] = v.x, b[wj * 4 + 1] = v.y, b[wj * 4 + 2] = v.z, b[wj * 4 + 3] = v.w;
+        }
+    };
     if constexpr (FRAG_BUFFERS == 1) {
         for (int t = 0; t < tiles_k; ++t) {
             const int cur = t & 1;
@@ -206,16 +219,7 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
 #pragma unroll
             for (int k = k0; k < k0 + UNROLL_K; ++k) {
                 float a[TM], b[TN];
-#pragma unroll
-                for (int wi = 0; wi < WM_ITER; ++wi) {
-                    const float4 v = *reinterpret_cast<const float4*>(&As[cur][k][wm0 + wi * 32 + lm * 4]);
-                    a[wi * 4 + 0] = v.x, a[wi * 4 + 1] = v.y, a[wi * 4 + 2] = v.z, a[wi * 4 + 3] = v.w;
-                }
-#pragma unroll
-                for (int wj = 0; wj < WN_ITER; ++wj) {
-                    const float4 v = *reinterpret_cast<const float4*>(&Bs[cur][k][wn0 + wj * 16 + ln * 4]);
-                    b[wj * 4 + 0] = v.x, b[wj * 4 + 1] = v.y, b[wj * 4 + 2] = v.z, b[wj * 4 + 3] = v.w;
-                }
+                load_fragments(cur, k, a, b);
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -230,18 +234,6 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         // before step k's FMAs, and at the last step of a k-tile the next tile is stored and the
         // barrier passed before those FMAs, so that the next tile's first loads fly meanwhile.
         float frag_a[2][TM], frag_b[2][TN];
-        auto load_fragments = [&](int buf, int k, float (&a)[TM], float (&b)[TN]) {
-#pragma unroll
-            for (int wi = 0; wi < WM_ITER; ++wi) {
-                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][wm0 + wi * 32 + lm * 4]);
-                a[wi * 4 + 0] = v.x, a[wi * 4 + 1] = v.y, a[wi * 4 + 2] = v.z, a[wi * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int wj = 0; wj < WN_ITER; ++wj) {
-                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][wn0 + wj * 16 + ln * 4]);
-                b[wj * 4 + 0] = v.x, b[wj * 4 + 1] = v.y, b[wj * 4 + 2] = v.z, b[wj * 4 + 3] = v.w;
-            }
-        };
         load_fragments(0, 0, frag_a[0], frag_b[0]);
         for (int t = 0; t < tiles_k; ++t) {
             const int cur = t & 1;
