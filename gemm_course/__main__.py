@@ -92,11 +92,11 @@ def cmd_record(args: argparse.Namespace) -> None:
     result = None
     sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
     for configs, plan_sizes, timing in record_plan(args.levels, args.showcase_only, sizes):
-        chosen_dtype = args.dtype if args.dtype in get_level(configs[0][0]).dtypes else None
-        if args.dtype and chosen_dtype is None:
-            print(f"skipping {configs[0][0]}: it takes {', '.join(get_level(configs[0][0]).dtypes)}, not {args.dtype}")
+        level_dtypes = get_level(configs[0][0]).dtypes
+        if args.dtype and args.dtype not in level_dtypes:
+            print(f"skipping {configs[0][0]}: it takes {', '.join(level_dtypes)}, not {args.dtype}")
             continue
-        result = bench(configs, plan_sizes, out=args.out, result=result, dtype=chosen_dtype, **timing)
+        result = bench(configs, plan_sizes, out=args.out, result=result, dtype=args.dtype, **timing)
         if result.get("interrupted"):
             break
     if result is None or args.showcase_only:

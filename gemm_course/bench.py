@@ -27,7 +27,7 @@ import numpy as np
 
 from . import device
 from .check import epilogue_inputs, relative_error, tolerance
-from .dtypes import BFLOAT16, dtype_name, nan_filled, storage_dtype, to_float64
+from .dtypes import BFLOAT16, dtype_name, fill_nan, storage_dtype, to_float64
 from .levels import get_level
 from .launch import gemm
 from .models import gemm_flops
@@ -314,8 +314,9 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
             outputs = {dtype: C}  # C per output type: Tensor Core levels write fp32 (or the input type)
             for level, params in configs:
                 c_type = get_level(level).c_type(params, dtype)
-                C = outputs.setdefault(c_type, cupy.empty((M, N), dtype=storage_dtype(c_type)))
-                C[...] = nan_filled((M, N), c_type, cupy)
+                if c_type not in outputs:
+                    outputs[c_type] = cupy.empty((M, N), dtype=storage_dtype(c_type))
+                C = fill_nan(outputs[c_type], c_type)
                 run, expected = dict(params), reference
                 if get_level(level).epilogue:  # bias, alpha, beta and the matching reference
                     extra, C_initial, expected = epilogue_inputs(params, reference, dtype, cupy)

@@ -335,7 +335,7 @@ def _run_targets(spec_path: str) -> None:
 
     from .bench import cublas_gemm
     from .check import epilogue_inputs, random_operands, relative_error, tolerance
-    from .dtypes import nan_filled, storage_dtype, to_float64
+    from .dtypes import nan_filled, to_float64
     from .launch import gemm
     from .peak import part_source
 
@@ -345,7 +345,7 @@ def _run_targets(spec_path: str) -> None:
         A, B = random_operands(n, n, n, t["dtype"])
         reference = to_float64(A) @ to_float64(B)
         if t["level"] == CUBLAS:
-            C = cupy.full((n, n), cupy.nan, dtype=storage_dtype(t["dtype"]))
+            C = nan_filled((n, n), t["dtype"], cupy)
             run: Callable[[], Any] = lambda: cublas_gemm(A, B, C)  # noqa: E731
             expected = reference
         else:

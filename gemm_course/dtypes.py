@@ -54,12 +54,19 @@ def to_float64(X: Any) -> Any:
     return X.astype(xp.float64)
 
 
+_NAN_BITS = {BFLOAT16: 0x7FC0}  # NaN of a type stored as bit patterns
+
+
 def nan_filled(shape: tuple[int, ...], name: str, xp: Any) -> Any:
     """An array for values of the named type, every element NaN (bfloat16: the bit pattern 0x7FC0).
     Filled before a launch, any element a kernel fails to write is still NaN afterwards."""
-    if name == BFLOAT16:
-        return xp.full(shape, 0x7FC0, dtype=xp.uint16)
-    return xp.full(shape, xp.nan, dtype=name)
+    return xp.full(shape, _NAN_BITS.get(name, xp.nan), dtype=storage_dtype(name))
+
+
+def fill_nan(X: Any, name: str) -> Any:
+    """nan_filled in place: poison an existing array that holds values of the named type."""
+    X.fill(_NAN_BITS.get(name, float("nan")))
+    return X
 
 
 def cast(X: Any, name: str) -> Any:

@@ -24,14 +24,15 @@ BOX_INNER = 64  # elements: 64 × 2 bytes = one 128-byte swizzle row
 
 @functools.lru_cache(maxsize=1)
 def _driver() -> Any:
+    """The CUDA driver library (CuPy has loaded it already), for the calls CuPy does not wrap."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError as err:
-        raise RuntimeError("TMA tensor maps need the CUDA driver (libcuda.so.1), which is not loadable here: "
-                           f"{err}") from None
-    fn = lib.cuTensorMapEncodeTiled
-    fn.restype = ctypes.c_int
-    return fn
+        raise RuntimeError("TMA tensor maps and cluster occupancy need the CUDA driver (libcuda.so.1), which is "
+                           f"not loadable here: {err}") from None
+    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+    lib.cuOccupancyMaxActiveClusters.restype = ctypes.c_int
+    return lib
 
 
 def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int) -> bytes:
@@ -47,8 +48,9 @@ def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_ro
     strides = (ctypes.c_uint64 * 1)(cols * size)      # bytes between rows
     box = (ctypes.c_uint32 * 2)(128 // size, box_rows)
     element_strides = (ctypes.c_uint32 * 2)(1, 1)
-    status = _driver()(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2, ctypes.c_void_p(address), dims,
-                       strides, box, element_strides, 0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+    status = _driver().cuTensorMapEncodeTiled(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2,
+                                              ctypes.c_void_p(address), dims, strides, box, element_strides,
+                                              0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
     if status != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for a {rows}×{cols} "
                            f"{type_name} matrix at {address:#x}, box {box_rows}×{128 // size}")
@@ -98,11 +100,10 @@ class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig (cuda.h)
 
 @functools.lru_cache(maxsize=None)
 def _resident_clusters_cached(function_ptr: int, threads: int, shared: int, cluster: int) -> int:
-    lib = ctypes.CDLL("libcuda.so.1")
     count = ctypes.c_int()
     # The kernel fixes its cluster shape (__cluster_dims__), so the config leaves it unspecified.
     config = _LaunchConfig(cluster * 64, 1, 1, threads, 1, 1, shared, None, None, 0)
-    status = lib.cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(function_ptr), ctypes.byref(config))
+    status = _driver().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(function_ptr), ctypes.byref(config))
     if status != 0 or count.value < 1:
         raise RuntimeError(f"cuOccupancyMaxActiveClusters failed (CUresult {status}, {count.value} clusters) for "
                            f"{threads} threads and {shared} B of shared memory per block")
