@@ -19,6 +19,8 @@ without one too.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -27,13 +29,17 @@ from . import device
 from .fp8 import SCALE_BLOCK, _array_module, _bilingual
 
 KERNEL_FILE = "13_fp8_blockscaled.cu"
+LEVEL_ID = "13_fp8_blockscaled"  # the id its records carry in result files (FP8 is not in the Level registry:
+                                 # its B is N×K and it takes scales, so the generic launcher cannot run it)
+DTYPE = "float8_e4m3"
 ARCH = "sm_90a"            # wgmma and setmaxnreg exist on Hopper's arch-specific target only
 SCALINGS = ("blockwise", "per_tensor")
 THREADS = 384              # a producer warpgroup and two consumer warpgroups
+BM = 128                   # rows of C per tile: two consumers × 64
 BK = 128                   # bytes of k per stage: one 128-byte swizzle row, one scale block
-TILES = {"per_tensor": (128, 256), "blockwise": (128, 128)}  # (BM, BN) of C per block
-STAGE_CHOICES = {"per_tensor": (2, 3, 4), "blockwise": (2, 3, 4, 5, 6)}  # what fits in 227 KB
-DEFAULT_STAGES = {"per_tensor": 4, "blockwise": 6}  # both 192 KB of ring
+BLOCK_N_CHOICES = {"per_tensor": (256, 128), "blockwise": (128,)}  # first = default; blockwise: B's scale tile
+SHARED_LIMIT = 227 * 1024  # dynamic shared memory one block may use on sm_90
+MAX_SPLITS = 16            # split-K: enough to fill 132 SMs from 9 tiles up
 K_MULTIPLE = 16            # TMA: every row of A and B a whole number of 16-byte chunks
 ALIGNMENT = 16             # bytes: TMA needs 16-byte aligned matrices
 BF16_NAN = 0x7FC0
@@ -41,37 +47,97 @@ BF16_NAN = 0x7FC0
 
 # --- settings ------------------------------------------------------------------------------------
 
-def resolve_stages(scaling: str, stages: Optional[int] = None) -> int:
-    """The ring depth for a kernel: the default, or a checked choice."""
+def _check_scaling(scaling: str) -> None:
     if scaling not in SCALINGS:
         raise ValueError(_bilingual(f"scaling must be one of {', '.join(map(repr, SCALINGS))}, not {scaling!r}",
                                     f"scaling 只能是 {', '.join(map(repr, SCALINGS))} 之一，而不是 {scaling!r}"))
-    if stages is None:
-        return DEFAULT_STAGES[scaling]
-    if stages not in STAGE_CHOICES[scaling]:
+
+
+def resolve_block_n(scaling: str, block_n: Optional[int] = None) -> int:
+    """The tile's width: per_tensor takes 256 (default) or 128; blockwise is 128, B's scale tile."""
+    _check_scaling(scaling)
+    choices = BLOCK_N_CHOICES[scaling]
+    if block_n is None:
+        return choices[0]
+    if block_n not in choices:
         raise ValueError(_bilingual(
-            f"stages={stages!r}: the {scaling} kernel takes {STAGE_CHOICES[scaling]} (more stages no longer "
-            "fit in an SM's 227 KB of shared memory)",
-            f"stages={stages!r}：{scaling} 内核可选 {STAGE_CHOICES[scaling]}（再多就放不进一个 SM 的 227 KB 共享内存）"))
+            f"block_n={block_n!r}: the {scaling} kernel takes {choices}"
+            + (" (one scale of B per 128×128 tile, so a tile is 128 wide)" if scaling == "blockwise" else ""),
+            f"block_n={block_n!r}：{scaling} 内核可选 {choices}"
+            + ("（B 每个 128×128 块一个缩放因子，所以分块宽 128）" if scaling == "blockwise" else "")))
+    return block_n
+
+
+def stage_choices(scaling: str, block_n: Optional[int] = None) -> tuple[int, ...]:
+    """Ring depths that fit in 227 KB: each stage holds 128 rows of A and block_n rows of B, 128 B each."""
+    bn = resolve_block_n(scaling, block_n)
+    return tuple(s for s in range(2, 9) if s * (BM + bn) * BK + 1024 <= SHARED_LIMIT)
+
+
+def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None) -> int:
+    """The ring depth for a kernel: the deepest that fits (default), or a checked choice."""
+    choices = stage_choices(scaling, block_n)
+    if stages is None:
+        return choices[-1]
+    if stages not in choices:
+        raise ValueError(_bilingual(
+            f"stages={stages!r}: the {scaling} kernel with block_n={resolve_block_n(scaling, block_n)} takes "
+            f"{choices} (more stages no longer fit in an SM's 227 KB of shared memory)",
+            f"stages={stages!r}：block_n={resolve_block_n(scaling, block_n)} 的 {scaling} 内核可选 {choices}"
+            "（再多就放不进一个 SM 的 227 KB 共享内存）"))
     return stages
 
 
-def kernel_name(scaling: str, stages: Optional[int] = None) -> str:
-    """The kernel's name expression in 13_fp8_blockscaled.cu, e.g. "fp8_gemm_blockwise<6>"."""
-    return f"fp8_gemm_{scaling}<{resolve_stages(scaling, stages)}>"
+def kernel_name(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
+                overlap: bool = True) -> str:
+    """The kernel's name expression in 13_fp8_blockscaled.cu, e.g. "fp8_gemm_blockwise<6, true>"."""
+    st = resolve_stages(scaling, stages, block_n)
+    if scaling == "per_tensor":
+        return f"fp8_gemm_per_tensor<{resolve_block_n(scaling, block_n)}, {st}>"
+    return f"fp8_gemm_blockwise<{st}, {'true' if overlap else 'false'}>"
 
 
-def shared_bytes(scaling: str, stages: Optional[int] = None) -> int:
+def shared_bytes(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None) -> int:
     """Dynamic shared memory per block: the ring (A and B of each stage) + 1024 B to align it to the
     swizzle's 1024-byte period."""
-    bm, bn = TILES[scaling] if scaling in TILES else (0, 0)
-    return resolve_stages(scaling, stages) * (bm + bn) * BK + 1024
+    return resolve_stages(scaling, stages, block_n) * (BM + resolve_block_n(scaling, block_n)) * BK + 1024
 
 
-def tiles(M: int, N: int, scaling: str) -> int:
+def tiles(M: int, N: int, scaling: str, block_n: Optional[int] = None) -> int:
     """How many tiles of C the kernel computes (its persistent blocks share them out)."""
-    bm, bn = TILES[scaling]
-    return math.ceil(M / bm) * math.ceil(N / bn)
+    return math.ceil(M / BM) * math.ceil(N / resolve_block_n(scaling, block_n))
+
+
+def auto_splits(M: int, N: int, K: int, sm_count: int = 132) -> int:
+    """Split-K for the blockwise kernel: how many k-ranges each tile is cut into so that the SMs are
+    busy. A model, in k-block times: the units run in rounds of sm_count; a unit costs its k-blocks,
+    plus, when split, a fixed cost (its slice stores, the counter, the first loads of a new k-range)
+    and the last unit's reading of every slice. The two costs (6 and 2 per split) are rough values
+    read off trial runs on an H200 at M = 64 and 128. With at least one tile per SM, no split."""
+    n_tiles, k_blocks = tiles(M, N, "blockwise"), math.ceil(K / BK)
+    if n_tiles >= sm_count:
+        return 1
+
+    def cost(s: int) -> float:
+        per_unit = math.ceil(k_blocks / s) + (6 + 2 * s if s > 1 else 0)
+        return math.ceil(n_tiles * s / sm_count) * per_unit
+
+    return min(range(1, min(MAX_SPLITS, k_blocks) + 1), key=lambda s: (cost(s), s))
+
+
+def resolve_splits(splits: Any, M: int, N: int, K: int, sm_count: int = 132) -> int:
+    """splits: "auto" (auto_splits), or a whole number from 1 to min(16, the k-blocks of K)."""
+    k_blocks = math.ceil(K / BK)
+    if splits in (None, "auto"):
+        return auto_splits(M, N, K, sm_count)
+    top = min(MAX_SPLITS, k_blocks)
+    if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= top:
+        raise ValueError(_bilingual(
+            f"splits={splits!r}: give 'auto' or a whole number from 1 to {top} (K={K} has {k_blocks} k-blocks "
+            "of 128, and every split needs at least one)",
+            f"splits={splits!r}：请给 'auto' 或 1 到 {top} 的整数（K={K} 有 {k_blocks} 个 128 宽的 k 块，"
+            "每份至少要一个）"))
+    return int(splits)
 
 
 def kernel_source() -> str:
@@ -87,7 +153,8 @@ def _compile_options() -> tuple[str, ...]:
     return COMPILE_OPTIONS  # the kernels include only the course's own headers
 
 
-def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None, arch: str = ARCH) -> Any:
+def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None, arch: str = ARCH, *,
+                       block_n: Optional[int] = None, overlap: bool = True) -> Any:
     """Registers, spills, shared memory and occupancy of one kernel, compiled by NVRTC (no GPU needed).
 
     Returns the course's ``compile.CompileReport`` (its ``problems()`` lists spills and shared-memory
@@ -100,15 +167,42 @@ def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None,
         raise ValueError(_bilingual(f"the FP8 kernels use wgmma and setmaxnreg, which exist on {ARCH} only; "
                                     f"{arch} cannot run them",
                                     f"FP8 内核用到 wgmma 和 setmaxnreg，它们只存在于 {ARCH}；{arch} 无法运行"))
-    stages = resolve_stages(scaling, stages)
-    name = kernel_name(scaling, stages)
+    stages = resolve_stages(scaling, stages, block_n)
+    name = kernel_name(scaling, stages, block_n, overlap)
     _, mangled, log = nvrtc_compile(kernel_source(), name, arch, _compile_options())
     usage = parse_ptxas_log(log[log.find(mangled):] if mangled in log else log)
-    dynamic = shared_bytes(scaling, stages)
+    dynamic = shared_bytes(scaling, stages, block_n)
     occ = occupancy(arch, THREADS, usage["registers"], usage["static_shared_bytes"] + dynamic)
-    return CompileReport(level="13_fp8_blockscaled", params={"scaling": scaling, "stages": stages}, arch=arch,
+    params = setting_params(scaling, stages=stages, block_n=block_n, overlap=overlap)
+    return CompileReport(level=LEVEL_ID, params=params, arch=arch,
                          kernel=name, threads_per_block=THREADS, dynamic_shared_bytes=dynamic, occupancy=occ,
                          log=log, **usage)
+
+
+def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: Any) -> None:
+    """Options that belong to the other kernel are refused, not silently ignored."""
+    if not isinstance(overlap, (bool, np.bool_)):
+        raise ValueError(_bilingual(f"overlap must be True or False, not {overlap!r}",
+                                    f"overlap 只能是 True 或 False，而不是 {overlap!r}"))
+    if scaling == "per_tensor" and (not overlap or splits not in (None, "auto", 1)):
+        raise ValueError(_bilingual(
+            "overlap and splits belong to the blockwise kernel (its promotion and split-K); the per_tensor "
+            "kernel has no promotion: leave them out",
+            "overlap 与 splits 属于 blockwise 内核（提升与 split-K）；per_tensor 内核没有提升：请不要传入它们"))
+
+
+def setting_params(scaling: str, *, stages: Optional[int] = None, block_n: Optional[int] = None,
+                   overlap: bool = True, splits: Optional[int] = None) -> dict[str, Any]:
+    """A setting as the params dict its records carry (only the options that apply to the kernel)."""
+    bn = resolve_block_n(scaling, block_n)
+    params: dict[str, Any] = {"scaling": scaling, "stages": resolve_stages(scaling, stages, bn)}
+    if scaling == "per_tensor":
+        params["block_n"] = bn
+    else:
+        params["overlap"] = bool(overlap)
+        if splits is not None:
+            params["splits"] = int(splits)
+    return params
 
 
 # --- operands ------------------------------------------------------------------------------------
@@ -235,14 +329,19 @@ def _sm_count() -> int:
 
 
 def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
-            out: Any = None, stages: Optional[int] = None) -> tuple[Callable[[], None], Any]:
+            out: Any = None, stages: Optional[int] = None, block_n: Optional[int] = None, overlap: bool = True,
+            splits: Any = "auto") -> tuple[Callable[[], None], Any]:
     """Check, compile (cached), build the TMA maps; returns (launch, C).
 
     launch() runs the kernel once, writing C; nothing else happens per call, which is what a timing
     loop wants. fp8_gemm() is prepare() then one launch.
     """
     M, N, K = check_operands(a_bits, a_scales, b_bits, b_scales, scaling, out)
-    stages = resolve_stages(scaling, stages)
+    bn = resolve_block_n(scaling, block_n)
+    stages = resolve_stages(scaling, stages, bn)
+    _check_setting(scaling, block_n, overlap, splits)
+    if scaling == "blockwise":
+        resolve_splits(splits, M, N, K)  # a bad split count fails here, before a GPU is needed
     _require_hopper()
     import cupy
 
@@ -253,18 +352,26 @@ def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: 
     from .compile import _compiled_kernel
     from .hopper import _device_tensor_map
 
-    kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages), ARCH)
-    shared = shared_bytes(scaling, stages)
+    kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages, bn, overlap), ARCH)
+    shared = shared_bytes(scaling, stages, bn)
     kernel.max_dynamic_shared_size_bytes = shared  # above 48 KB a kernel must ask for its shared memory
-    bm, bn = TILES[scaling]
     dev = a_bits.device.id
     # Boxes of 128 bytes of k × the tile's rows: one TMA copy per operand per stage.
-    map_a = _device_tensor_map(a_bits.data.ptr, "uint8", M, K, bm, dev)
+    map_a = _device_tensor_map(a_bits.data.ptr, "uint8", M, K, BM, dev)
     map_b = _device_tensor_map(b_bits.data.ptr, "uint8", N, K, bn, dev)
     sa, sb = _device_scales(a_scales, cupy), _device_scales(b_scales, cupy)
     C = out if out is not None else cupy.empty((M, N), dtype=cupy.uint16)
-    grid = (min(tiles(M, N, scaling), _sm_count()), 1, 1)  # persistent: at most one block per SM
-    args = (map_a, map_b, sa, sb, C, np.int32(M), np.int32(N), np.int32(K))
+    args: tuple = (map_a, map_b, sa, sb, C, np.int32(M), np.int32(N), np.int32(K))
+    units = tiles(M, N, scaling, bn)
+    if scaling == "blockwise":
+        n_splits = resolve_splits(splits, M, N, K, _sm_count())
+        units *= n_splits
+        # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order)
+        # and a counter per tile, which starts at zero and which the kernel leaves at zero.
+        workspace = cupy.empty((n_splits, M, N) if n_splits > 1 else (1,), dtype=cupy.float32)
+        counters = cupy.zeros(tiles(M, N, scaling, bn), dtype=cupy.int32)
+        args += (np.int32(n_splits), workspace, counters)
+    grid = (min(units, _sm_count()), 1, 1)  # persistent: at most one block per SM
 
     def launch() -> None:
         kernel(grid, (THREADS, 1, 1), args, shared_mem=shared)
@@ -273,7 +380,8 @@ def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: 
 
 
 def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
-             out: Any = None, stages: Optional[int] = None) -> Any:
+             out: Any = None, stages: Optional[int] = None, block_n: Optional[int] = None, overlap: bool = True,
+             splits: Any = "auto") -> Any:
     """C = A · Bᵀ of FP8 (e4m3) matrices with their scales, on a Hopper GPU; C is bf16 (uint16 bits).
 
     a_bits: M×K uint8 and b_bits: N×K uint8 CuPy arrays (B K-contiguous, as FP8 wgmma reads it).
@@ -282,9 +390,12 @@ def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling:
     scaling="per_tensor": one number each, as fp8.quantize_per_tensor returns it.
     Scales may be NumPy or CuPy arrays (they are copied to the GPU as float32).
     out: an optional (M, N) uint16 CuPy array to write C into. stages: the ring depth (see
-    STAGE_CHOICES; default DEFAULT_STAGES). Compare with fp8.reference_gemm_fp8.
+    stage_choices; default the deepest). block_n (per_tensor): 256 or 128, the tile's width.
+    overlap (blockwise): promote one k-block while the Tensor Cores sum the next (True) or wait
+    for each (False). splits (blockwise): split-K, "auto" or 1…16. Compare with fp8.reference_gemm_fp8.
     """
-    launch, C = prepare(a_bits, a_scales, b_bits, b_scales, scaling=scaling, out=out, stages=stages)
+    launch, C = prepare(a_bits, a_scales, b_bits, b_scales, scaling=scaling, out=out, stages=stages,
+                        block_n=block_n, overlap=overlap, splits=splits)
     launch()
     return C
 
@@ -370,71 +481,148 @@ def _quantize_per_tensor(x: Any) -> tuple[Any, np.float32]:
 
 SizeLike = Union[int, Sequence[int]]
 
+# The projection shapes of a published mixture-of-experts model's attention and dense layers (N×K of
+# its weight matrices), each at a decode-sized M (64, 128 tokens) and a prefill-sized one (4096).
+PROJECTION_NK = ((2112, 7168), (24576, 1536), (7168, 16384))
+PROJECTION_M = (64, 128, 4096)
+SQUARES = (4096, 8192)
 
-def bench_fp8(sizes: Sequence[SizeLike] = (4096, 8192), *, stages: Optional[dict[str, int]] = None,
-              compare_torch: bool = True, check_rows: int = 64,
-              progress: Optional[Callable[[str], None]] = print) -> list[dict[str, Any]]:
-    """Time both FP8 kernels (and torch._scaled_mm per-tensor FP8, where PyTorch is installed) with
-    bench.time_gpu, the course's one timing harness. Returns one row per (size, kernel):
-    {"M", "N", "K", "kernel", "median_ms", "tflops", "sm_clock_mhz", "max_error_ratio"}.
+# The settings the chapter measures, step by step: per-tensor (the fast tile, then kernel (b)'s tile
+# without promotion), fine-grained scales with promotion waited for, promotion overlapped, + split-K.
+STEPS: tuple[dict[str, Any], ...] = (
+    {"scaling": "per_tensor", "block_n": 256},
+    {"scaling": "per_tensor", "block_n": 128},
+    {"scaling": "blockwise", "overlap": False, "splits": 1},
+    {"scaling": "blockwise", "overlap": True, "splits": 1},
+    {"scaling": "blockwise", "overlap": True, "splits": "auto"},
+)
 
-    sizes: n for n×n×n, or (M, N, K). Before timing, `check_rows` random rows of each C are compared
-    with fp8.reference_gemm_fp8 (max_error_ratio = max |C - ref| / allowed_error: ≤ 1 passes;
-    None where no check was made). PyTorch is not a course requirement: it is imported only here.
+FP8_METHOD = ("CUDA events around each launch (bench.time_gpu): 1 untimed call, then at least {reps} timed "
+              "repetitions (at most {max_reps}, within {budget_s} s), L2 flushed before each; median with quartiles; "
+              "SM clock sampled through NVML. Inputs: normal random values whose size changes by up to 2^±3 from "
+              "one 128-block to the next, quantised to e4m3 with gemm_course.fp8 (per tensor for per_tensor, 1×128 / "
+              "128×128 for blockwise); {check_rows} random rows of C checked against fp8.reference_gemm_fp8 "
+              "(float64) before timing. Baseline: cuBLASLt's FP8 GEMM through torch._scaled_mm (per-tensor scales, "
+              "bf16 C) on the same bytes, timed immediately before each kernel: use_fast_accum=True (no "
+              "promotion) for the per-tensor kernels, use_fast_accum=False (promoted) for the blockwise ones; "
+              "bf16 rows: cuBLAS (cublasGemmEx) and Level 11 step 6 with bf16 C, bench.bench.")
+
+
+def _shape(size: SizeLike) -> tuple[int, int, int]:
+    return (size, size, size) if isinstance(size, (int, np.integer)) else tuple(int(v) for v in size)
+
+
+def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = None,
+               steps: Sequence[dict[str, Any]] = STEPS, *, reps: int = 50, max_reps: int = 100,
+               budget_s: float = 1.0, check_rows: int = 64, bf16_baselines: bool = True,
+               progress: Optional[Callable[[str], None]] = print) -> dict[str, Any]:
+    """Check and time every FP8 step at every size against cuBLASLt in the same run; write a result
+    file (schema 1, provenance) after each measurement, so an interrupted run keeps what it measured.
+
+    Records carry level LEVEL_ID, dtype "float8_e4m3", the setting in params, Timing fields, tflops,
+    max_error_ratio (≤ 1 passes), the paired baseline (cublas_paired_ms, its clock, baseline name) and
+    ratio_to_cublas. The baselines are also records (level "cublas", dtype float8_e4m3). With
+    bf16_baselines, cuBLAS bf16 and Level 11 (step 6, bf16 C) run at the same sizes (bench.bench).
     """
     import cupy
 
-    from .bench import time_gpu
+    from .bench import _write_json, provenance, time_gpu
     from .dtypes import to_float64
     from .fp8 import reference_gemm_fp8
 
     _require_hopper()
-    stages = stages or {}
     say = progress or (lambda _: None)
-    rows: list[dict[str, Any]] = []
+    sizes = list(sizes) if sizes is not None else (
+        list(SQUARES) + [(m, n, k) for (n, k) in PROJECTION_NK for m in PROJECTION_M])
+    method = FP8_METHOD.format(reps=reps, max_reps=max_reps, budget_s=budget_s, check_rows=check_rows)
+    result: dict[str, Any] = {"schema": 1, "provenance": provenance(method), "records": []}
+    result["provenance"]["torch"] = _torch_version()
+    path = Path(out) if out else None
+    timing = dict(min_reps=reps, max_reps=max_reps, budget_s=budget_s)
+
+    def save() -> None:
+        if path:
+            _write_json(path, result)
+
     for size in sizes:
-        M, N, K = (size, size, size) if isinstance(size, (int, np.integer)) else tuple(int(v) for v in size)
+        M, N, K = _shape(size)
         flops = 2.0 * M * N * K
-        for scaling in SCALINGS:
-            a_bits, a_s, b_bits, b_s = random_fp8_operands(M, N, K, scaling, xp=cupy)
-            launch, C = prepare(a_bits, a_s, b_bits, b_s, scaling=scaling, stages=stages.get(scaling))
+        operands = {sc: random_fp8_operands(M, N, K, sc, xp=cupy) for sc in SCALINGS}
+        baselines: dict[bool, Any] = {}
+        for step in steps:
+            scaling = step["scaling"]
+            a_bits, a_s, b_bits, b_s = operands[scaling]
+            opts = {k: v for k, v in step.items() if k != "scaling"}
+            splits = resolve_splits(opts.get("splits"), M, N, K, _sm_count()) if scaling == "blockwise" else None
+            if step.get("splits") == "auto" and splits == 1:
+                continue  # the same as the split-free step
+            if scaling == "blockwise":
+                opts["splits"] = splits
+            launch, C = prepare(a_bits, a_s, b_bits, b_s, scaling=scaling, **opts)
+            C.fill(BF16_NAN)
             launch()
-            ratio = None
-            if check_rows:
-                pick = cupy.asarray(np.sort(np.random.default_rng(1).choice(M, min(M, check_rows), replace=False)))
-                sa, sb = (a_s, b_s) if scaling == "blockwise" else full_scales(a_s, b_s, M, N, K)
-                sa = cupy.asarray(sa)[pick]
-                sb = cupy.asarray(sb)
-                ref = reference_gemm_fp8(a_bits[pick], sa, b_bits, sb)
-                mag = magnitude_gemm(a_bits[pick], sa, b_bits, sb)
-                err = cupy.abs(to_float64(C[pick]) - ref)
-                ratio = float(cupy.max(err / allowed_error(ref, mag, K, scaling)))
-            t = time_gpu(launch)
-            rows.append({"M": M, "N": N, "K": K, "kernel": f"fp8_gemm_{scaling}", "median_ms": t.median_ms,
-                         "tflops": flops / (t.median_ms * 1e-3) / 1e12, "sm_clock_mhz": t.sm_clock_mhz,
-                         "max_error_ratio": ratio})
-            say(_row_text(rows[-1]))
-            if scaling == "per_tensor" and compare_torch:
-                for fast in (False, True):
-                    row = _time_torch_scaled_mm(a_bits, a_s, b_bits, b_s, M, N, K, fast, time_gpu)
-                    if row is not None:
-                        rows.append(row)
-                        say(_row_text(row))
-            del a_bits, b_bits, C
-    return rows
+            ratio = _check_rows(C, a_bits, a_s, b_bits, b_s, scaling, M, N, K, check_rows, to_float64,
+                                reference_gemm_fp8, cupy)
+            fast = scaling == "per_tensor"
+            base = _torch_scaled_mm(*operands["per_tensor"], M, N, K, fast)
+            paired = time_gpu(base, **timing) if base else None
+            t = time_gpu(launch, **timing)
+            params = setting_params(scaling, stages=None, block_n=opts.get("block_n"),
+                                    overlap=opts.get("overlap", True), splits=splits)
+            row = {"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K, **asdict(t),
+                   "tflops": flops / (t.median_ms * 1e-3) / 1e12, "max_error_ratio": ratio, "passed": ratio <= 1}
+            if paired:
+                row.update({"cublas_paired_ms": paired.median_ms, "cublas_paired_sm_clock_mhz": paired.sm_clock_mhz,
+                            "baseline": _baseline_name(fast), "ratio_to_cublas": paired.median_ms / t.median_ms})
+                baselines.setdefault(fast, paired)
+            result["records"].append(row)
+            say(_row_text(row))
+            save()
+            del launch, C
+        for fast, t in sorted(baselines.items()):
+            result["records"].append({"level": "cublas", "params": {"library": _baseline_name(fast)}, "dtype": DTYPE,
+                                      "M": M, "N": N, "K": K, **asdict(t),
+                                      "tflops": flops / (t.median_ms * 1e-3) / 1e12})
+        save()
+        del operands
+        cupy.get_default_memory_pool().free_all_blocks()
+    if bf16_baselines:
+        from .bench import bench
+
+        bench([("11_hopper_wgmma", {"step": 6, "c_type": "input"})], [_shape(s) for s in sizes], dtype="bfloat16",
+              result=result, out=out, progress=say, min_reps=reps, max_reps=max_reps, budget_s=budget_s)
+    save()
+    return result
 
 
-def _row_text(row: dict[str, Any]) -> str:
-    check = "" if row.get("max_error_ratio") is None else f"  error/allowed {row['max_error_ratio']:.3f}"
-    clock = "" if row.get("sm_clock_mhz") is None else f"  SM {row['sm_clock_mhz']:.0f} MHz"
-    return (f"{row['M']}×{row['N']}×{row['K']}  {row['kernel']:<36} {row['median_ms']:8.3f} ms  "
-            f"{row['tflops']:7.1f} TFLOPS{clock}{check}")
+def _check_rows(C: Any, a_bits: Any, a_s: Any, b_bits: Any, b_s: Any, scaling: str, M: int, N: int, K: int,
+                check_rows: int, to_float64: Callable, reference: Callable, cupy: Any) -> float:
+    """max |C − reference| / allowed over `check_rows` random rows of C (every column); NaN fails."""
+    pick = cupy.asarray(np.sort(np.random.default_rng(1).choice(M, min(M, check_rows), replace=False)))
+    sa, sb = (a_s, b_s) if scaling == "blockwise" else full_scales(a_s, b_s, M, N, K)
+    sa, sb = cupy.asarray(sa)[pick], cupy.asarray(sb)
+    ref = reference(a_bits[pick], sa, b_bits, sb)
+    mag = magnitude_gemm(a_bits[pick], sa, b_bits, sb)
+    err = cupy.abs(to_float64(C[pick]) - ref) / allowed_error(ref, mag, K, scaling)
+    return float("inf") if bool(cupy.isnan(err).any()) else float(err.max())
 
 
-def _time_torch_scaled_mm(a_bits: Any, a_scale: Any, b_bits: Any, b_scale: Any, M: int, N: int, K: int,
-                          fast_accum: bool, time_gpu: Callable[..., Any]) -> Optional[dict[str, Any]]:
-    """torch._scaled_mm on the same bytes (shared through DLPack), per-tensor scales, bf16 out; None
-    without PyTorch, or where its FP8 GEMM refuses the shape (it wants M, N, K multiples of 16)."""
+def _baseline_name(fast_accum: bool) -> str:
+    return f"cuBLASLt per-tensor FP8 (torch._scaled_mm, use_fast_accum={fast_accum})"
+
+
+def _torch_version() -> Optional[str]:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return str(torch.__version__)
+
+
+def _torch_scaled_mm(a_bits: Any, a_scale: Any, b_bits: Any, b_scale: Any, M: int, N: int, K: int,
+                     fast_accum: bool) -> Optional[Callable[[], Any]]:
+    """A call of torch._scaled_mm on the same bytes (shared through DLPack), per-tensor scales, bf16 out;
+    None without PyTorch, or where its FP8 GEMM refuses the shape (it wants M, N, K multiples of 16)."""
     try:
         import torch
     except ImportError:
@@ -451,10 +639,110 @@ def _time_torch_scaled_mm(a_bits: Any, a_scale: Any, b_bits: Any, b_scale: Any, 
 
     try:
         run()
-    except Exception:  # an older or newer signature: leave the row out rather than fail the bench
+    except Exception:  # an older or newer signature: leave the baseline out rather than fail the run
         return None
-    t = time_gpu(run)
-    name = f"torch._scaled_mm per-tensor{' fast_accum' if fast_accum else ''}"
-    return {"M": M, "N": N, "K": K, "kernel": name, "median_ms": t.median_ms,
-            "tflops": 2.0 * M * N * K / (t.median_ms * 1e-3) / 1e12, "sm_clock_mhz": t.sm_clock_mhz,
-            "max_error_ratio": None}
+    return run
+
+
+def _row_text(row: dict[str, Any]) -> str:
+    check = "" if row.get("max_error_ratio") is None else f"  error/allowed {row['max_error_ratio']:.3f}"
+    clock = "" if row.get("sm_clock_mhz") is None else f"  SM {row['sm_clock_mhz']:.0f} MHz"
+    base = "" if "ratio_to_cublas" not in row else f"  {row['ratio_to_cublas']:.1%} of cuBLASLt"
+    setting = ",".join(f"{k}={v}" for k, v in row["params"].items())
+    return (f"{row['M']}×{row['N']}×{row['K']}  {setting:<48} {row['median_ms']:8.3f} ms  "
+            f"{row['tflops']:7.1f} TFLOPS{clock}{base}{check}")
+
+
+# --- counters ------------------------------------------------------------------------------------
+
+# What the chapter reads from Nsight Compute for each step: the Tensor Cores' busy share, how often a
+# scheduler issued, the SM clock, the kernel's time and its DRAM traffic (the small-M shapes are a
+# stream of B's bytes).
+FP8_COUNTER_METRICS = {
+    "tensor_pipe_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "sm_clock_hz": "smsp__cycles_elapsed.avg.per_second",
+    "duration_ns": "gpu__time_duration.sum",
+    "dram_read_bytes": "dram__bytes_read.sum",
+    "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+}
+COUNTER_SHAPES = ((4096, 4096, 4096), (64, 7168, 16384))
+
+
+def record_fp8_counters(out: str, shapes: Sequence[SizeLike] = COUNTER_SHAPES,
+                        steps: Sequence[dict[str, Any]] = STEPS,
+                        progress: Optional[Callable[[str], None]] = print) -> dict[str, Any]:
+    """Run each step once per shape in one Python process under ncu (a few metrics, --clock-control
+    none, caches flushed before each pass by ncu's default) and write the counters with provenance."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from .bench import _write_json, provenance
+    from .counters import NO_NCU, find_ncu, ncu_version, parse_ncu_csv
+
+    _require_hopper()
+    ncu = find_ncu()
+    if ncu is None:
+        raise RuntimeError(NO_NCU)
+    say = progress or (lambda _: None)
+    plan = [(_shape(size), dict(step)) for size in shapes for step in steps
+            if not (step.get("splits") == "auto" and auto_splits(*_shape(size), _sm_count()) == 1)]  # as record_fp8
+    method = (f"ncu {ncu_version(ncu)} --clock-control none -k regex:fp8_gemm --metrics "
+              f"{','.join(FP8_COUNTER_METRICS.values())} --csv --page raw --print-units base; one launch per "
+              "(shape, step) in one process after an unprofiled launch of the same kernel (compile, checked)")
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "plan.json"
+        spec.write_text(json.dumps(plan))
+        command = [ncu, "--target-processes", "all", "--clock-control", "none", "-k", "regex:fp8_gemm",
+                   "--launch-skip-before-match", "0", "--metrics", ",".join(FP8_COUNTER_METRICS.values()),
+                   "--csv", "--page", "raw", "--print-units", "base", sys.executable, "-m", "gemm_course.fp8_gemm",
+                   str(spec)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    rows = parse_ncu_csv(done.stdout)
+    # Each (shape, step) launches twice (unprofiled-by-intent warm-up, then the measured one): keep the second.
+    if done.returncode != 0 or len(rows) != 2 * len(plan):
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"ncu gave {len(rows)} kernel rows for {2 * len(plan)} launches: " + " | ".join(tail))
+    payload: dict[str, Any] = {"schema": 1, "provenance": {**provenance(method), "ncu": ncu_version(ncu)},
+                               "records": [], "fp8_counters": []}
+    for i, ((M, N, K), step) in enumerate(plan):
+        values = rows[2 * i + 1]["values"]
+        metrics = {key: values.get(name) for key, name in FP8_COUNTER_METRICS.items()}
+        splits = resolve_splits(step.get("splits"), M, N, K, _sm_count()) if step["scaling"] == "blockwise" else None
+        params = setting_params(step["scaling"], block_n=step.get("block_n"), overlap=step.get("overlap", True),
+                                splits=splits)
+        payload["fp8_counters"].append({"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K,
+                                        "kernel": rows[2 * i + 1]["kernel"], "metrics": metrics})
+        say(f"{M}×{N}×{K} {params}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if v is not None))
+    _write_json(Path(out), payload)
+    return payload
+
+
+def _launch_plan(spec: str) -> None:
+    """The program record_fp8_counters profiles: each (shape, step) launched twice on random operands."""
+    import json
+
+    import cupy
+
+    for (M, N, K), step in json.loads(Path(spec).read_text()):
+        scaling = step.pop("scaling")
+        a_bits, a_s, b_bits, b_s = random_fp8_operands(M, N, K, scaling, xp=cupy)
+        launch, _ = prepare(a_bits, a_s, b_bits, b_s, scaling=scaling, **step)
+        launch()
+        launch()
+        cupy.cuda.Device().synchronize()
+
+
+if __name__ == "__main__":  # the program record_fp8_counters runs under ncu
+    import sys
+
+    _launch_plan(sys.argv[1])
+
+
+def recorded_fp8(dtype: str = DTYPE) -> list[dict[str, Any]]:
+    """The recorded FP8 records (every step and size), each with its file's GPU, date and provenance."""
+    from .results import recorded
+
+    return [r for r in recorded(LEVEL_ID, dtype=dtype) if r["level"] == LEVEL_ID]

@@ -49,12 +49,17 @@ def _operands(M: int, N: int, K: int, scaling: str, seed: int = 0):
 
 # --- compile reports (no GPU) ---------------------------------------------------------------------
 
+# Every kernel the file defines: (scaling, options of fp8_compile_report).
+KERNELS = [("per_tensor", {"block_n": 256}), ("per_tensor", {"block_n": 128}),
+           ("blockwise", {"overlap": False}), ("blockwise", {"overlap": True})]
+
+
 @pytest.mark.skipif(not _nvrtc_available(), reason="needs NVRTC (cupy and the nvrtc wheel)")
-@pytest.mark.parametrize("scaling", fg.SCALINGS)
-def test_kernels_compile_for_sm90a_without_spills(scaling):
-    for stages in fg.STAGE_CHOICES[scaling]:
-        report = fg.fp8_compile_report(scaling, stages)
-        assert report.kernel == f"fp8_gemm_{scaling}<{stages}>"
+@pytest.mark.parametrize("scaling, options", KERNELS)
+def test_kernels_compile_for_sm90a_without_spills(scaling, options):
+    for stages in fg.stage_choices(scaling, options.get("block_n")):
+        report = fg.fp8_compile_report(scaling, stages, **options)
+        assert report.kernel == fg.kernel_name(scaling, stages, **options)
         assert not report.spills, str(report)
         assert report.problems() == [], str(report)
         assert report.occupancy.blocks_per_sm == 1, str(report)  # one persistent block per SM
@@ -94,7 +99,13 @@ def _misaligned(x: np.ndarray) -> np.ndarray:
     ("scales not float", {}, "floating-point"),
     ("per-tensor given block scales", {"scaling": "per_tensor"}, "one A scale"),
     ("bad scaling", {"scaling": "rowwise"}, "scaling must be"),
-    ("bad stages", {"stages": 7}, "stages=7"),
+    ("bad stages", {"stages": 8}, "stages=8"),
+    ("bad block_n", {"block_n": 256}, "block_n=256"),
+    ("splits zero", {"splits": 0}, "splits=0"),
+    ("splits above the k-blocks", {"splits": 3}, "splits=3"),
+    ("splits not a number", {"splits": "many"}, "splits='many'"),
+    ("overlap not a bool", {"overlap": 1}, "overlap must be"),
+    ("splits given to per_tensor", {"scaling": "per_tensor", "splits": 2}, "blockwise kernel"),
     ("A misaligned", {}, "16-byte boundary"),
     ("out wrong shape", {}, "out must be"),
 ])
@@ -121,11 +132,10 @@ def test_preconditions_fail_with_one_bilingual_line(change, kwargs, match):
         a_bits = _misaligned(a_bits)
     elif change == "out wrong shape":
         out = np.zeros((7, 135), dtype=np.uint16)
+    if kwargs.get("scaling") == "per_tensor" and "splits" in kwargs:
+        a_bits, a_s, b_bits, b_s = _valid(scaling="per_tensor")
     with pytest.raises((ValueError, TypeError), match=match) as err:
-        if "stages" in kwargs:
-            fg.fp8_gemm(a_bits, a_s, b_bits, b_s, stages=kwargs["stages"])
-        else:
-            fg.fp8_gemm(a_bits, a_s, b_bits, b_s, out=out, scaling=kwargs.get("scaling", "blockwise"))
+        fg.fp8_gemm(a_bits, a_s, b_bits, b_s, out=out, **{"scaling": "blockwise", **kwargs})
     assert _bilingual_one_line(str(err.value)), str(err.value)
 
 
@@ -193,10 +203,24 @@ EDGE_SHAPES = [(1, 1, 16), (7, 13, 48), (129, 257, 1040), (300, 7, 1152), (65, 3
 # More tiles than an H200's 132 SMs (per_tensor 16 × 9 = 144 tiles of 128×256, blockwise 16 × 17 = 272 of
 # 128×128; 2000 × 1040: 144 blockwise tiles): the persistent loops wrap, the ring wraps many times.
 MANY_TILES = [(2000, 1040, 1024), (2000, 2100, 1024)]
-ERRORS: dict[tuple, tuple[float, float]] = {}  # (scaling, shape, stages) → (max error/allowed, max error/magnitude)
+ERRORS: dict[tuple, tuple[float, float]] = {}  # (setting, shape) → (max error/allowed, max error/magnitude)
+
+# The settings the chapter measures, and split-K forced where the shape would not choose it. splits=3 is
+# cut to the k-blocks K has (K = 128: one k-block, so no split).
+SETTINGS = [{"scaling": "per_tensor", "block_n": 256}, {"scaling": "per_tensor", "block_n": 128},
+            {"scaling": "blockwise", "overlap": False, "splits": 1}, {"scaling": "blockwise", "overlap": True, "splits": 1},
+            {"scaling": "blockwise", "overlap": True, "splits": "auto"}, {"scaling": "blockwise", "overlap": True, "splits": 3},
+            {"scaling": "blockwise", "overlap": False, "splits": 3}]
 
 
-def _run_and_compare(scaling: str, shape: tuple[int, int, int], stages=None, seed: int = 0) -> None:
+def _options(setting: dict, K: int) -> dict:
+    options = {k: v for k, v in setting.items() if k != "scaling"}
+    if isinstance(options.get("splits"), int):
+        options["splits"] = min(options["splits"], math.ceil(K / 128))
+    return options
+
+
+def _run_and_compare(scaling: str, shape: tuple[int, int, int], stages=None, seed: int = 0, **options) -> None:
     import cupy
 
     M, N, K = shape
@@ -207,19 +231,21 @@ def _run_and_compare(scaling: str, shape: tuple[int, int, int], stages=None, see
     guard = 16  # bf16 values on each side of C: 32 bytes, so C still starts on a 16-byte boundary
     buffer = cupy.full(M * N + 2 * guard, fg.BF16_NAN, dtype=cupy.uint16)  # poisoned: NaN everywhere
     out = buffer[guard:guard + M * N].reshape(M, N)
-    C = fg.fp8_gemm(cupy.asarray(a_bits), a_s, cupy.asarray(b_bits), b_s, scaling=scaling, out=out, stages=stages)
+    C = fg.fp8_gemm(cupy.asarray(a_bits), a_s, cupy.asarray(b_bits), b_s, scaling=scaling, out=out, stages=stages,
+                    **options)
     cupy.cuda.get_current_stream().synchronize()
     got = to_float64(cupy.asnumpy(C))
     whole = cupy.asnumpy(buffer)
     err = np.abs(got - ref)
     ratio = err / allowed
-    where = f"{scaling} {M}×{N}×{K} stages={fg.resolve_stages(scaling, stages)}"
+    setting = f"{scaling} {options} stages={fg.resolve_stages(scaling, stages, options.get('block_n'))}"
+    where = f"{setting} {M}×{N}×{K}"
     outside = int(np.count_nonzero(whole[:guard] != fg.BF16_NAN) + np.count_nonzero(whole[-guard:] != fg.BF16_NAN))
     assert outside == 0, f"{where}: {outside} values written outside C (guards of {guard} on each side)"
     unwritten = int(np.count_nonzero(np.isnan(got)))
     assert unwritten == 0, (f"{where}: {unwritten} of {M * N} elements of C still NaN (never written); first at "
                             f"{tuple(int(v) for v in np.argwhere(np.isnan(got))[0])}")
-    ERRORS[(scaling, shape, fg.resolve_stages(scaling, stages))] = (float(ratio.max()), float((err / mag).max()))
+    ERRORS[(setting, shape)] = (float(ratio.max()), float((err / mag).max()))
     bad = ratio > 1
     if bad.any():
         r, c = (int(v) for v in np.argwhere(bad)[0])
@@ -234,18 +260,26 @@ def _run_and_compare(scaling: str, shape: tuple[int, int, int], stages=None, see
 
 
 @needs_hopper
-@pytest.mark.parametrize("scaling", fg.SCALINGS)
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
 @pytest.mark.parametrize("shape", ODD_SHAPES + EDGE_SHAPES)
-def test_fp8_kernels_on_odd_shapes(scaling, shape):
-    _run_and_compare(scaling, shape, seed=hash(shape) % 1000)
+def test_fp8_kernels_on_odd_shapes(setting, shape):
+    _run_and_compare(setting["scaling"], shape, seed=hash(shape) % 1000, **_options(setting, shape[2]))
 
 
 @needs_hopper
-@pytest.mark.parametrize("scaling", fg.SCALINGS)
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
 @pytest.mark.parametrize("shape", MANY_TILES + [(300, 264, 1152)])
-def test_fp8_kernels_every_ring_depth_and_more_tiles_than_sms(scaling, shape):
-    for stages in fg.STAGE_CHOICES[scaling]:
-        _run_and_compare(scaling, shape, stages=stages, seed=stages)
+def test_fp8_kernels_every_ring_depth_and_more_tiles_than_sms(setting, shape):
+    for stages in fg.stage_choices(setting["scaling"], setting.get("block_n")):
+        _run_and_compare(setting["scaling"], shape, stages=stages, seed=stages, **_options(setting, shape[2]))
+
+
+@needs_hopper
+@pytest.mark.parametrize("shape", [(64, 2112, 7168), (128, 7168, 2048), (100, 300, 4096)])
+def test_split_k_on_projection_like_shapes(shape):
+    """Few tiles, long K: the shapes split-K is for, with every split count up to 16 it accepts."""
+    for splits in (2, 5, 16):
+        _run_and_compare("blockwise", shape, seed=splits, overlap=True, splits=splits)
 
 
 @needs_hopper
@@ -260,15 +294,16 @@ def test_fp8_gemm_allocates_c_and_runs_twice_the_same():
     import cupy
 
     a_bits, a_s, b_bits, b_s = (cupy.asarray(x) for x in _valid(129, 264, 1152))
-    first = fg.fp8_gemm(a_bits, a_s, b_bits, b_s)
-    second = fg.fp8_gemm(a_bits, a_s, b_bits, b_s)
-    assert first.dtype == cupy.uint16 and first.shape == (129, 264)
-    assert bool((first == second).all())  # no atomics, a fixed order: bit for bit the same
+    for splits in (1, 3):  # split-K adds its slices in a fixed order too
+        first = fg.fp8_gemm(a_bits, a_s, b_bits, b_s, splits=splits)
+        second = fg.fp8_gemm(a_bits, a_s, b_bits, b_s, splits=splits)
+        assert first.dtype == cupy.uint16 and first.shape == (129, 264)
+        assert bool((first == second).all())  # no atomics, a fixed order: bit for bit the same
 
 
 @needs_hopper
 def test_zz_print_error_table():
     """Printed with -s: how close each run came to the allowed error (for the chapter's accuracy table)."""
-    for (scaling, shape, stages), (ratio, relative) in sorted(ERRORS.items()):
-        print(f"{scaling:<10} {'×'.join(map(str, shape)):>16} stages={stages}  error/allowed {ratio:.3f}  "
+    for (setting, shape), (ratio, relative) in sorted(ERRORS.items()):
+        print(f"{setting:<60} {'×'.join(map(str, shape)):>16}  error/allowed {ratio:.3f}  "
               f"max |error| / Σ|a·b| {relative:.2e}")

@@ -166,6 +166,11 @@ def test_recorded_files_are_consistent(path):
         if r["level"] == "cublas":
             blas[(r["M"], r["N"], r["K"])] = r["median_ms"]
             continue
+        if r["level"] == results.FP8_LEVEL:  # Level 13 runs outside the registry: its own check and baseline
+            assert r["dtype"] == "float8_e4m3" and r["passed"] and r["max_error_ratio"] <= 1
+            assert r["ratio_to_cublas"] == pytest.approx(r["cublas_paired_ms"] / r["median_ms"])
+            assert r["sm_clock_mhz"] > 0 and r["reps"] >= 50 and "cuBLASLt" in r["baseline"]
+            continue
         lv = gc.get_level(r["level"])
         setting = lv.resolve(**r["params"])  # a setting the registry still accepts
         assert r["relative_error"] <= gc.tolerance(r["dtype"], r["K"], lv.c_type(setting, r["dtype"]))

@@ -19,14 +19,26 @@
 //
 //     C[m][n] = Σ over k-blocks kb of  a_scales[m][kb] · b_scales[n/128][kb] · Σ_{k in kb} A[m][k]·B[n][k]
 //
-// Two kernels, one measured step each:
+// Two kernels, in the steps the chapter measures one by one:
 //
-//   (a) fp8_gemm_per_tensor   one scale for all of A, one for all of B: they factor out of the sum,
-//                             so the consumers accumulate the whole K in the Tensor Cores' registers and
-//                             multiply by a_scale · b_scale once, when they store C. 128×256 tiles, each
-//                             consumer m64n256k32 (128 accumulators per thread), as Level 11 step 4.
-//   (b) fp8_gemm_blockwise    1×128 scales of A and 128×128 scales of B, which change every 128 of k,
-//                             so they cannot wait for the end. 128×128 tiles, each consumer m64n128k32.
+//   (a) fp8_gemm_per_tensor<BN>   one scale for all of A, one for all of B: they factor out of the sum,
+//                                 so the consumers accumulate the whole K in the Tensor Cores' registers
+//                                 and multiply by a_scale · b_scale once, when they store C. Tiles of
+//                                 128×BN; each consumer m64nBNk32. BN = 256 is the fast one (as Level 11
+//                                 step 4); BN = 128 exists to separate the tile's size from the cost of
+//                                 promotion: it is kernel (b)'s tile without promotion.
+//   (b) fp8_gemm_blockwise<.., OVERLAP>   1×128 scales of A and 128×128 scales of B, which change every
+//                                 128 of k, so they cannot wait for the end. 128×128 tiles, each consumer
+//                                 m64n128k32. OVERLAP = false: each k-block is waited for, then promoted
+//                                 (the Tensor Cores idle meanwhile); OVERLAP = true: two partial-sum
+//                                 buffers, so the next k-block's wgmma runs while this one is promoted.
+//
+// SPLIT-K (kernel b, `splits` > 1). When C has few tiles (M = 64 or 128 rows of tokens against a
+// weight matrix: N/128 tiles for 132 SMs) each tile's k-blocks are cut into `splits` ranges, one work
+// unit each, so that every SM has work. A unit writes its fp32 partial tile into its own slice of a
+// workspace; the unit that arrives last at its tile (a counter per tile) adds the slices in split
+// order, writes bf16 C and sets the counter back to zero for the next launch. Adding in a fixed order
+// (not with atomic additions, whose order changes from run to run) keeps C the same on every run.
 //
 // PROMOTION (kernel b). The Tensor Core adds FP8 products into its fp32 accumulator with fewer bits
 // than a true fp32 addition (about 14 significant bits are kept, as measured by others), so a long
@@ -133,33 +145,58 @@ __device__ __forceinline__ void store_tile_bf16(const float (&d)[REGS], float sc
     }
 }
 
+// --- work units ------------------------------------------------------------------------------------
+//
+// Unit u covers one tile of C and one range of its k-blocks. With splits = 1 a unit is a tile. The
+// split index is the slow one, so the units that run at the same time share k-ranges of A and B in L2.
+struct WorkUnit {
+    int tile, part, m0, n0, kb_begin, kb_end;
+};
+
+template <int BN>
+__device__ __forceinline__ WorkUnit work_unit(int u, int M, int N, int k_blocks, int splits)
+{
+    const int tiles = ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN);
+    WorkUnit w;
+    w.tile = u % tiles;
+    w.part = u / tiles;
+    tile_origin<FP8_BM, BN>(w.tile, M, N, w.m0, w.n0);
+    w.kb_begin = w.part * k_blocks / splits;          // the host keeps splits ≤ k_blocks: no empty unit
+    w.kb_end = (w.part + 1) * k_blocks / splits;
+    return w;
+}
+
+template <int BN>
+__device__ __forceinline__ int unit_count(int M, int N, int splits)
+{
+    return ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN) * splits;
+}
+
 // --- the producer warpgroup (both kernels) ---------------------------------------------------------
 //
 //   warpgroup 0 (producer, 40 registers)         warpgroups 1, 2 (consumers, 232 registers)
 //   ─ wait empty[s] ─ TMA A, B k-block into s ─┐     ┌─ wait full[s] ─ wgmma × 4 ─ arrive empty[s] ─
 //                                         full[s] ───┘
-// One thread walks the same tiles in the same order as the consumers and keeps the ring full; a
+// One thread walks the same units in the same order as the consumers and keeps the ring full; a
 // stage is one TMA box of A (128 rows) and one of B (BN rows), both 128 bytes of k wide.
 
 template <int BN, int STAGES>
 __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap* map_b, unsigned a_base,
                                         unsigned b_base, unsigned long long* full, unsigned long long* empty,
-                                        int M, int N, int K)
+                                        int M, int N, int K, int splits)
 {
     constexpr int B_BYTES = BN * FP8_BK;
-    const int tiles = ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN);
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
-    int it = 0;  // k-blocks issued so far, over all tiles: position in the ring and its phase
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int m0, n0;
-        tile_origin<FP8_BM, BN>(t, M, N, m0, n0);
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+    int it = 0;  // k-blocks issued so far, over all units: position in the ring and its phase
+    for (int u = blockIdx.x; u < unit_count<BN>(M, N, splits); u += gridDim.x) {
+        const WorkUnit w = work_unit<BN>(u, M, N, k_blocks, splits);
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++it) {
             const int s = it % STAGES;
             const unsigned bar = smem_u32(&full[s]);
             mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // first round: passes at once
             mbar_expect_bytes(bar, FP8_A_BYTES + B_BYTES);          // parts past the edges count too (zeros)
-            tma_load(a_base + s * FP8_A_BYTES, map_a, kb * FP8_BK, m0, bar);
-            tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, n0, bar);
+            tma_load(a_base + s * FP8_A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
+            tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
         }
     }
 }
@@ -168,7 +205,7 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
 template <int BN, int STAGES>
 __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const TensorMap* map_b, unsigned a_base,
                                             unsigned b_base, unsigned long long* full, unsigned long long* empty,
-                                            int M, int N, int K)
+                                            int M, int N, int K, int splits)
 {
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -180,7 +217,7 @@ __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const Tensor
     __syncthreads();
     if (threadIdx.x < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) produce<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K);
+        if (threadIdx.x == 0) produce<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits);
         return false;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -189,22 +226,23 @@ __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const Tensor
 
 // --- (a) one scale per tensor, applied when C is stored ------------------------------------------------
 
-template <int STAGES>
+template <int BN, int STAGES>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_per_tensor(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                     const float* __restrict__ a_scale, const float* __restrict__ b_scale, u16* __restrict__ C,
                     int M, int N, int K)
 {
-    constexpr int BN = 256, B_BYTES = BN * FP8_BK;
+    static_assert(BN == 128 || BN == 256, "one consumer's accumulators: m64n128 or m64n256");
+    constexpr int B_BYTES = BN * FP8_BK;
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * FP8_A_BYTES;
-    if (!start_roles<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K)) return;
+    if (!start_roles<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K, 1)) return;
 
     const int thread = threadIdx.x % 128, rows = (threadIdx.x / 128 - 1) * 64;  // this consumer's rows
     const bool releaser = thread % 32 == 0;
     const float scale = a_scale[0] * b_scale[0];  // both factor out of the whole sum
-    const int tiles = ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN);
+    const int tiles = unit_count<BN>(M, N, 1);
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -229,56 +267,201 @@ fp8_gemm_per_tensor(const TensorMap* __restrict__ map_a, const TensorMap* __rest
 
 // --- (b) 1×128 scales of A, 128×128 scales of B, promotion once per k-block -----------------------------
 
-template <int STAGES>
+// acc += part · scale of its row: registers 4j, 4j+1 belong to row my_row, 4j+2, 4j+3 to row my_row + 8.
+__device__ __forceinline__ void promote(float (&acc)[64], const float (&part)[64], float top, float bottom)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        acc[4 * j] = fmaf(part[4 * j], top, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1], top, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(part[4 * j + 2], bottom, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3], bottom, acc[4 * j + 3]);
+    }
+}
+
+// The scales of k-block kb for this thread's two rows, already multiplied by B's block scale.
+struct BlockScales {
+    const float *a_top, *a_bottom, *b_row;
+    __device__ __forceinline__ void at(int kb, float& top, float& bottom) const
+    {
+        const float b = b_row[kb];
+        top = a_top[kb] * b;
+        bottom = a_bottom[kb] * b;
+    }
+};
+
+// The thread's two rows in one slice of the workspace: register 4j + i is row (+8 if i ≥ 2), column
+// col + 8j + i%2, so every element is a fixed offset from one of two pointers (64 separate addresses
+// would not fit in registers beside the accumulators). `visit` stores one element.
+struct StoreTo {
+    __device__ void operator()(float* p, float& v) const { __stcg(p, v); }
+};
+
+template <typename Visit>
+__device__ __forceinline__ void each_element(float (&acc)[64], float* top, int M, int N, int row, int col, Visit visit)
+{
+    float* bottom = top + 8 * (size_t)N;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int c = col + 8 * j;
+        if (c >= N) continue;
+        const bool pair = c + 1 < N;
+        if (row < M) {
+            visit(top + 8 * j, acc[4 * j]);
+            if (pair) visit(top + 8 * j + 1, acc[4 * j + 1]);
+        }
+        if (row + 8 < M) {
+            visit(bottom + 8 * j, acc[4 * j + 2]);
+            if (pair) visit(bottom + 8 * j + 1, acc[4 * j + 3]);
+        }
+    }
+}
+
+// A split unit's end: write the partial tile into this split's slice of the workspace (M×N floats
+// per split); the last unit of the tile to arrive adds the slices in split order and writes bf16 C.
+// Ordering: the consumers' stores, then the CTA barrier, then ONE acquire-release atomic on the
+// tile's counter (by one thread, where __threadfence would be a full fence in every thread). Release
+// publishes every store the barrier ordered before it; acquire, in the last unit, makes the other
+// units' stores visible before the barrier that lets its threads read them.
+__device__ __forceinline__ int arrive_acq_rel(int* counter)
+{
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+    return old;
+}
+
+__device__ __forceinline__ void finish_split_unit(float (&acc)[64], float* workspace, int* tile_counters,
+                                                  int splits, const WorkUnit& w, u16* C, int M, int N, int rows,
+                                                  int thread, int* last_flag)
+{
+    const int row = w.m0 + rows + (thread / 32) * 16 + (thread % 32) / 4;  // and row + 8
+    const int col = w.n0 + (thread % 4) * 2;
+    const size_t slice = (size_t)M * N;
+    each_element(acc, workspace + w.part * slice + (size_t)row * N + col, M, N, row, col, StoreTo{});
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both consumer warpgroups have stored
+    if (threadIdx.x == 128) *last_flag = arrive_acq_rel(tile_counters + w.tile) == splits - 1;
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    if (!*last_flag) return;
+    // Slice by slice, in split order. Plain loads: after the acquire (which also emptied this SM's L1)
+    // they see the other units' stores, and unlike volatile-like ld.cg loads the compiler may issue all
+    // of a row's loads before the first addition, so their latencies overlap instead of adding up.
+    // acc, already stored, holds the total: no more registers than the main loop needs.
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    const bool top_ok = row < M, bottom_ok = row + 8 < M;
+    for (int q = 0; q < splits; ++q) {
+        const float* top = workspace + q * slice + (size_t)row * N + col;
+        const float* bottom = top + 8 * (size_t)N;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int c = col + 8 * j;
+            const bool first = c < N, second = c + 1 < N;  // second implies first
+            const float a = top_ok && first ? top[8 * j] : 0.0f, b = top_ok && second ? top[8 * j + 1] : 0.0f;
+            const float d = bottom_ok && first ? bottom[8 * j] : 0.0f;
+            const float e = bottom_ok && second ? bottom[8 * j + 1] : 0.0f;
+            acc[4 * j] += a;
+            acc[4 * j + 1] += b;
+            acc[4 * j + 2] += d;
+            acc[4 * j + 3] += e;
+        }
+    }
+    store_tile_bf16(acc, 1.0f, C, M, N, w.m0 + rows, w.n0, thread);
+    if (threadIdx.x == 128) tile_counters[w.tile] = 0;  // ready for the next launch
+}
+
+template <int STAGES, bool OVERLAP>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                    const float* __restrict__ a_scales, const float* __restrict__ b_scales, u16* __restrict__ C,
-                   int M, int N, int K)
+                   int M, int N, int K, int splits, float* __restrict__ workspace, int* __restrict__ tile_counters)
 {
     constexpr int BN = 128, B_BYTES = BN * FP8_BK;  // BN = the side of B's scale tiles: one scale per k-block
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ int last_flag;
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * FP8_A_BYTES;
-    if (!start_roles<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K)) return;
+    if (!start_roles<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits)) return;
 
     const int thread = threadIdx.x % 128, rows = (threadIdx.x / 128 - 1) * 64;
     const bool releaser = thread % 32 == 0;
     const int my_row = rows + (thread / 32) * 16 + (thread % 32) / 4;  // in the tile; and my_row + 8
-    const int tiles = ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN);
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;  // also the row length of both scale arrays
-    float part[BN / 2];  // one k-block's sum, straight from the Tensor Cores
+    const unsigned a_rows = a_base + rows * FP8_BK;
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int m0, n0;
-        tile_origin<FP8_BM, BN>(t, M, N, m0, n0);
+    for (int u = blockIdx.x; u < unit_count<BN>(M, N, splits); u += gridDim.x) {
+        const WorkUnit w = work_unit<BN>(u, M, N, k_blocks, splits);
         // The scale rows this thread needs. Rows past M (never stored) read row M - 1's scales, so
         // every address stays inside the array.
-        const float* a_top = a_scales + (size_t)min(m0 + my_row, M - 1) * k_blocks;
-        const float* a_bottom = a_scales + (size_t)min(m0 + my_row + 8, M - 1) * k_blocks;
-        const float* b_row = b_scales + (size_t)(n0 / BN) * k_blocks;
+        const BlockScales scales{a_scales + (size_t)min(w.m0 + my_row, M - 1) * k_blocks,
+                                 a_scales + (size_t)min(w.m0 + my_row + 8, M - 1) * k_blocks,
+                                 b_scales + (size_t)(w.n0 / BN) * k_blocks};
         float acc[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-            const int s = it % STAGES;
-            // Read here, used only after the wgmma: the loads' latency hides behind the Tensor Core work.
-            const float b_s = b_row[kb], a_s_top = a_top[kb], a_s_bottom = a_bottom[kb];
-            mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
-            wgmma_fence();  // part was read by the promotion below: order that before wgmma rewrites it
-            wgmma_k_block(part, a_base + s * FP8_A_BYTES + rows * FP8_BK, b_base + s * B_BYTES, true);
-            wgmma_commit();
-            wgmma_wait<0>();  // the promotion needs this k-block's sum now
-            pin(part);
-            if (releaser) mbar_arrive(smem_u32(&empty[s]));  // stage s is read: the producer may refill it
-            const float top = a_s_top * b_s, bottom = a_s_bottom * b_s;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {  // registers 4j, 4j+1: row my_row; 4j+2, 4j+3: row my_row + 8
-                acc[4 * j] = fmaf(part[4 * j], top, acc[4 * j]);
-                acc[4 * j + 1] = fmaf(part[4 * j + 1], top, acc[4 * j + 1]);
-                acc[4 * j + 2] = fmaf(part[4 * j + 2], bottom, acc[4 * j + 2]);
-                acc[4 * j + 3] = fmaf(part[4 * j + 3], bottom, acc[4 * j + 3]);
+        if constexpr (!OVERLAP) {
+            float part[BN / 2];  // one k-block's sum, straight from the Tensor Cores
+            float top, bottom;
+            for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++it) {
+                const int s = it % STAGES;
+                scales.at(kb, top, bottom);  // loaded here, used after the wgmma: the latency hides
+                mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
+                wgmma_fence();  // part was read by the promotion below: order that before wgmma rewrites it
+                wgmma_k_block(part, a_rows + s * FP8_A_BYTES, b_base + s * B_BYTES, true);
+                wgmma_commit();
+                wgmma_wait<0>();  // the promotion needs this k-block's sum now: the Tensor Cores wait
+                pin(part);
+                if (releaser) mbar_arrive(smem_u32(&empty[s]));  // stage s is read: the producer may refill it
+                promote(acc, part, top, bottom);
             }
+        } else {
+            // Two partial sums in turn: while the CUDA cores promote one k-block, the Tensor Cores
+            // already sum the next one into the other buffer. Unrolled by two so that each buffer
+            // stays in fixed registers (a register array cannot be indexed by a run-time value).
+            //
+            //   wgmma  | kb   → p0 | kb+1 → p1 | kb+2 → p0 | ...
+            //   FMAs   |           | p0 += kb  | p1 += kb+1| ...
+            float p0[BN / 2], p1[BN / 2];
+            float top0, bottom0, top1, bottom1;  // each buffer's scales, loaded when its wgmma is issued
+            auto issue = [&](float (&part)[BN / 2], float& top, float& bottom, int kb, int at) {
+                const int s = at % STAGES;
+                scales.at(kb, top, bottom);  // used only after the wgmma: the load's latency hides
+                mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
+                wgmma_fence();  // part was read by its last promotion: order that before wgmma rewrites it
+                wgmma_k_block(part, a_rows + s * FP8_A_BYTES, b_base + s * B_BYTES, true);
+                wgmma_commit();
+            };
+            // After a k-block's sum is in `part` (ring position `at`): free its stage, promote it.
+            auto retire = [&](float (&part)[BN / 2], float top, float bottom, int at) {
+                pin(part);
+                if (releaser) mbar_arrive(smem_u32(&empty[at % STAGES]));
+                promote(acc, part, top, bottom);
+            };
+            const int first = it, count = w.kb_end - w.kb_begin;
+            issue(p0, top0, bottom0, w.kb_begin, first);
+            int i = 0;
+            for (; i + 2 < count; i += 2) {  // on entry p0's k-block i is in flight, nothing else
+                issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
+                wgmma_wait<1>();  // p0's group is done; p1's keeps the Tensor Cores busy
+                retire(p0, top0, bottom0, first + i);
+                issue(p0, top0, bottom0, w.kb_begin + i + 2, first + i + 2);
+                wgmma_wait<1>();
+                retire(p1, top1, bottom1, first + i + 1);
+            }
+            if (i + 1 < count) {  // two k-blocks left: p0's is in flight
+                issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
+                wgmma_wait<1>();
+                retire(p0, top0, bottom0, first + i);
+                wgmma_wait<0>();
+                retire(p1, top1, bottom1, first + i + 1);
+            } else {              // one left
+                wgmma_wait<0>();
+                retire(p0, top0, bottom0, first + i);
+            }
+            it += count;
         }
-        store_tile_bf16(acc, 1.0f, C, M, N, m0 + rows, n0, thread);  // the scales are already in acc
+        if (splits == 1)
+            store_tile_bf16(acc, 1.0f, C, M, N, w.m0 + rows, w.n0, thread);  // the scales are already in acc
+        else
+            finish_split_unit(acc, workspace, tile_counters, splits, w, C, M, N, rows, thread, &last_flag);
     }
 }
