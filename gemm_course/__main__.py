@@ -7,7 +7,8 @@
   report   a level's compile report for an architecture (no GPU needed)
   sass     a kernel's instruction mix or full disassembly (needs cuobjdump or nvdisasm)
   batched  a batch of small products in one launch, against one launch each and cuBLAS batched
-  multigpu Level 12: row split and SUMMA over several GPUs with NCCL, against one GPU
+  multigpu Level 12: row split, SUMMA and a tensor-parallel MLP block over several GPUs with NCCL
+  fp8      Level 13: FP8 GEMM with block scales (recorded results; --record etc. on a Hopper GPU)
   peak     measured instruction ceilings: FFMA, mma.sync, and Level 10's warp tile without its copies
   experiments  settings that separate two causes (Level 3, 8), Level 6 against a one-kernel epilogue
   counters hardware counters read with Nsight Compute: the recorded table, or --record on a GPU
@@ -172,6 +173,39 @@ def cmd_check(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+def cmd_fp8(args: argparse.Namespace) -> None:
+    from . import fp8_gemm
+
+    if args.record or args.counters or args.accuracy:
+        if not args.out:
+            raise ValueError("give --out FILE: the result file to write")
+        if args.record:
+            sizes = [_size(s) for s in args.sizes.split(",")] if args.sizes else None
+            fp8_gemm.record_fp8(args.out, sizes)
+        elif args.counters:
+            fp8_gemm.record_fp8_counters(args.out)
+        else:
+            from .fp8_accuracy import record_accuracy
+
+            record_accuracy(args.out)
+        return
+    rows = fp8_gemm.recorded_fp8()
+    if not rows:
+        print("no recorded FP8 results; on an H100/H200: python -m gemm_course fp8 --record --out FILE")
+    for r in rows:
+        print(fp8_gemm._row_text(r) + f"  {r['gpu']}, {r['date']}")
+
+
+def _size(text: str) -> Any:
+    try:
+        parts = [int(v) for v in text.lower().split("x")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 3) or min(parts) < 1:
+        raise ValueError(f"size {text!r}: give n (for n×n×n) or MxNxK, e.g. 64x7168x16384")
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def cmd_summary(args: argparse.Namespace) -> None:
     from .results import summary
 
@@ -308,11 +342,48 @@ def cmd_grade(args: argparse.Namespace) -> None:
     sys.exit(0 if verdict.passed else 1)
 
 
+def _int_list(text: str, what_en: str, what_zh: str, example: str) -> list[int]:
+    """'1,2' → [1, 2]; anything else a bilingual one-line error."""
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() and int(t) > 0 for t in items):
+        raise ValueError(f"bad {what_en} {text!r}: write positive integers separated by commas, e.g. {example} · "
+                         f"{what_zh} {text!r} 有误：请写用逗号分隔的正整数，例如 {example}")
+    return [int(t) for t in items]
+
+
+def parse_layer_shape(text: str) -> tuple[int, int, int]:
+    """'8192x8192x32768' → (M tokens, hidden H, feed-forward F)."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"bad layer shape {text!r}: write MxHxF (tokens × hidden × feed-forward), e.g. 8192x8192x32768 · "
+                         f"层形状 {text!r} 有误：请写 MxHxF（词元数 × 隐藏维度 × 前馈维度），例如 8192x8192x32768")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
 def cmd_multigpu(args: argparse.Namespace) -> None:
     from .multigpu import bench_multigpu
 
-    bench_multigpu([int(s) for s in args.sizes.split(",")],
-                   [int(g) for g in args.gpus.split(",")] if args.gpus else None, args.local, args.out)
+    local, _, rest = args.local.partition(":")
+    local_params = parse_config(args.local)[1] if local != "cublas" else {}
+    if local != "cublas":
+        local = get_level(local).id
+    elif rest:
+        raise ValueError("cuBLAS takes no parameters · cuBLAS 没有参数")
+    forms = {"all-reduce": "all-reduce", "ar": "all-reduce", "reduce-scatter": "reduce-scatter/all-gather",
+             "rs": "reduce-scatter/all-gather", "reduce-scatter/all-gather": "reduce-scatter/all-gather"}
+    chosen_forms = [f.strip() for f in args.forms.split(",")]
+    bad = [f for f in chosen_forms if f not in forms]
+    if bad:
+        raise ValueError(f"unknown form {', '.join(bad)}: choose all-reduce or reduce-scatter · "
+                         f"未知的形式 {', '.join(bad)}：可选 all-reduce 或 reduce-scatter")
+    bench_multigpu(_int_list(args.sizes, "sizes", "尺寸", "8192,16384"),
+                   _int_list(args.gpus, "GPU counts", "GPU 数", "1,2") if args.gpus else None, local, args.out,
+                   local_params=local_params,
+                   schemes=[s.strip() for s in args.schemes.split(",")],
+                   tp_shapes=[parse_layer_shape(s) for s in args.tp_shape.split(",")],
+                   chunks=_int_list(args.chunks, "chunk counts", "分块数", "1,4"),
+                   dtypes=[d.strip() for d in args.dtype.split(",")],
+                   forms=[forms[f] for f in chosen_forms], activation=args.activation)
 
 
 def cmd_levels(args: argparse.Namespace) -> None:
@@ -368,10 +439,20 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--out")
     p.set_defaults(func=cmd_batched)
 
-    p = sub.add_parser("multigpu", help="Level 12: one GEMM over several GPUs with NCCL")
-    p.add_argument("--sizes", default="8192,16384")
+    p = sub.add_parser("multigpu", help="Level 12: one GEMM, and a tensor-parallel MLP block, over several GPUs with NCCL")
+    p.add_argument("--sizes", default="8192,16384", help="n for the n³ row split and SUMMA, e.g. 8192,16384")
     p.add_argument("--gpus", default=None, help="GPU counts, e.g. 1,2 (default: 1, 2, 4, 8 up to what is visible)")
-    p.add_argument("--local", default="cublas", help="local GEMM: cublas or a level id, e.g. 08_warp_tiling")
+    p.add_argument("--local", default="cublas",
+                   help="local GEMM of the row split: cublas or LEVEL[:name=value,...], e.g. 08_warp_tiling")
+    p.add_argument("--schemes", default="row,summa,tp",
+                   help="any of row (row split), summa (SUMMA), tp (tensor-parallel MLP block); default all")
+    p.add_argument("--tp-shape", default="8192x8192x32768",
+                   help="tensor-parallel block(s) MxHxF: tokens × hidden × feed-forward, comma-separated")
+    p.add_argument("--chunks", default="1,4", help="token chunks for the overlap, e.g. 1,4 (1: no overlap possible)")
+    p.add_argument("--dtype", default="float16", help="tensor-parallel input type(s): float16, float32")
+    p.add_argument("--forms", default="all-reduce,reduce-scatter",
+                   help="tensor-parallel form(s): all-reduce, reduce-scatter (then all-gather)")
+    p.add_argument("--activation", default="none", help="between the two GEMMs: none or relu")
     p.add_argument("--out")
     p.set_defaults(func=cmd_multigpu)
 
@@ -395,6 +476,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--missing-only", action="store_true",
                    help="with --record: only settings that no recorded counters file holds yet")
     p.set_defaults(func=cmd_counters)
+
+    p = sub.add_parser("fp8", help="Level 13: FP8 GEMM; the recorded results, or --record/--counters/--accuracy (H100/H200)")
+    p.add_argument("--record", action="store_true", help="check and time every FP8 step against cuBLASLt")
+    p.add_argument("--counters", action="store_true", help="Nsight Compute counters of every step")
+    p.add_argument("--accuracy", action="store_true", help="error against K with and without promotion; outliers")
+    p.add_argument("--sizes", help="with --record: n or MxNxK, comma-separated (default: squares + projections)")
+    p.add_argument("--out", help="the result file to write")
+    p.set_defaults(func=cmd_fp8)
 
     p = sub.add_parser("exercises", help="list the exercises (no GPU needed)")
     p.add_argument("--level", help="one level, e.g. 2 or 02_smem_tiling")

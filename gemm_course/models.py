@@ -1,6 +1,7 @@
 """Pure-Python models (no GPU needed): FLOP and byte counts, the roofline, occupancy, GPU specs."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -334,10 +335,18 @@ def bank_access(row: str, col: str, shape: tuple[int, int] = (32, 32), pad: int 
 
 
 # --- several GPUs: communication cost of splitting one GEMM (Level 12) ------------------------------
+#
+# The first model of the chapter (SplitCost, row_split_cost, summa_cost) is kept while the recorded
+# chapter quotes it. It has two faults: it charges the row split P−1 serial sends of B from GPU 0,
+# while NCCL pipelines a broadcast along a ring, and it leaves SUMMA's initial distribution out while
+# counting the row split's. The phase models below (SchemeCost, row_split_model, summa_model) fix
+# both: every scheme is a list of phases, each communication phase priced by the α-β model of the
+# NCCL collective it uses (gemm_course.collectives), each local phase by a one-GPU measurement.
 
 @dataclass(frozen=True)
 class SplitCost:
-    """Bytes one GPU must receive (or send) and the time model of one distributed GEMM."""
+    """(First model, kept for the recorded chapter.) Bytes one GPU must receive (or send) and the
+    time model of one distributed GEMM."""
 
     scheme: str
     gpus: int
@@ -352,8 +361,9 @@ class SplitCost:
 
 def row_split_cost(M: int, N: int, K: int, P: int, tflops: float, link_gbs: float,
                    distribute: bool = True, itemsize: int = 4) -> SplitCost:
-    """Row split (data parallel): GPU 0 sends B to every other GPU, scatters A's row blocks and
-    gathers C's; with distribute=False, A and B already sit where they are needed (no traffic)."""
+    """(First model, kept for the recorded chapter; see row_split_model.) Row split (data parallel):
+    GPU 0 sends B to every other GPU, scatters A's row blocks and gathers C's; with distribute=False,
+    A and B already sit where they are needed (no traffic)."""
     others = P - 1
     traffic = itemsize * (K * N * others + (M * K + M * N) * others / P) if distribute and P > 1 else 0.0
     return SplitCost("row split", P, traffic, gemm_flops(M, N, K) / P / (tflops * 1e12),
@@ -362,8 +372,194 @@ def row_split_cost(M: int, N: int, K: int, P: int, tflops: float, link_gbs: floa
 
 def summa_cost(M: int, N: int, K: int, pr: int, pc: int, tflops: float, link_gbs: float,
                itemsize: int = 4) -> SplitCost:
-    """2-D SUMMA on a pr × pc grid: each GPU receives the A panels of its grid row that it does not
+    """(First model, kept for the recorded chapter; see summa_model.)
+    2-D SUMMA on a pr × pc grid: each GPU receives the A panels of its grid row that it does not
     own, (pc−1)/pc of an M/pr × K slab, and the B panels of its column, (pr−1)/pr of K × N/pc."""
     traffic = itemsize * ((M / pr) * K * (pc - 1) / pc + K * (N / pc) * (pr - 1) / pr)
     P = pr * pc
     return SplitCost("SUMMA", P, traffic, gemm_flops(M, N, K) / P / (tflops * 1e12), traffic / (link_gbs * 1e9))
+
+
+def grid_words(M: int, N: int, K: int, p_m: int, p_n: int, p_k: int) -> float:
+    """Words each GPU sends or receives in the grid algorithm on p_m × p_n × p_k GPUs, starting from
+    A, B and C spread evenly (one copy) and ending so.
+
+    GPU (i, j, l) computes the partial product A[i, l]·B[l, j] of the (M/p_m × N/p_n) block C[i, j]
+    over the l-th K/p_k slice. A[i, l] is needed by the p_n GPUs of that (i, l) and starts spread
+    over them: each receives the (1 − 1/p_n) it lacks. Likewise B[l, j] over p_m GPUs, and the
+    p_k partial sums of C[i, j] are reduced (reduce-scatter) over the p_k GPUs that made them:
+
+        words = (1 − 1/p_n)·MK/(p_m·p_k) + (1 − 1/p_m)·KN/(p_k·p_n) + (1 − 1/p_k)·MN/(p_m·p_n)
+
+    p_m = P, p_n = p_k = 1 is the row split (all-gather B); p_k = 1 is a 2-D split such as SUMMA;
+    p_m = p_n = p_k = P^(1/3) the 3-D algorithm, which meets collectives.lower_bound_words on cubes.
+    """
+    return ((1 - 1 / p_n) * M * K / (p_m * p_k) + (1 - 1 / p_m) * K * N / (p_k * p_n)
+            + (1 - 1 / p_k) * M * N / (p_m * p_n))
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of a distributed GEMM and its predicted time.
+
+    kind "communication": priced by the α-β model of the NCCL collective named in `how`;
+    kind "local": work each GPU does alone (a GEMM, a copy), priced by the same work timed on one GPU.
+    bytes: what the GPU that receives the most in this phase receives (summed over phases: an upper
+    bound on any one GPU's total, comparable with collectives.lower_bound_bytes).
+    """
+
+    name: str
+    seconds: float
+    kind: str
+    how: str = ""
+    bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class SchemeCost:
+    """A scheme's predicted time as its phases, run one after the other (no overlap).
+
+    scope "algorithm": the inputs already where the scheme wants them, C left distributed as the
+    scheme leaves it; "end to end": from A and B on GPU 0 to C on GPU 0 (distribution and gather
+    included); "even start": A, B and C each spread evenly over the GPUs in one copy, as the lower
+    bound (collectives.lower_bound_words) assumes, C left distributed.
+    """
+
+    scheme: str
+    scope: str
+    gpus: int
+    flops: float
+    phases: tuple[Phase, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.phases)
+
+    @property
+    def communication_s(self) -> float:
+        return sum(p.seconds for p in self.phases if p.kind == "communication")
+
+    @property
+    def local_s(self) -> float:
+        return sum(p.seconds for p in self.phases if p.kind == "local")
+
+    @property
+    def bytes_per_gpu(self) -> float:
+        return sum(p.bytes for p in self.phases)
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / self.seconds / 1e12
+
+    def phases_ms(self) -> dict[str, float]:
+        return {p.name: p.seconds * 1e3 for p in self.phases}
+
+    def as_dict(self) -> dict:
+        return {"scheme": self.scheme, "scope": self.scope, "gpus": self.gpus, "model_ms": self.seconds * 1e3,
+                "model_tflops": self.tflops, "communication_ms": self.communication_s * 1e3,
+                "local_ms": self.local_s * 1e3, "bytes_per_gpu": self.bytes_per_gpu,
+                "phases": [dict(name=p.name, ms=p.seconds * 1e3, kind=p.kind, how=p.how, bytes=p.bytes)
+                           for p in self.phases]}
+
+
+SCOPES = ("algorithm", "end to end", "even start")
+
+
+def _check_scope(scope: str) -> None:
+    if scope not in SCOPES:
+        raise ValueError(f"scope is one of {', '.join(SCOPES)}, not {scope!r}")
+
+
+def row_split_model(M: int, N: int, K: int, P: int, links, compute_s: float, itemsize: int = 4,
+                    scope: str = "end to end") -> SchemeCost:
+    """The row split as phases. `links` is a gemm_course.collectives.Links (α, β per collective);
+    compute_s the time of one GPU's (M/P × K)·(K × N) product, measured alone on one GPU (or
+    2·(M/P)·N·K / rate on paper).
+
+    end to end:  broadcast B from GPU 0 (ring broadcast: (P−1)·α + n·β, the pipelined ring, not P−1
+                 serial sends), scatter A's row blocks and gather C's (the root's link carries every
+                 block but its own: (P−1)·α + (P−1)/P·n·β), compute.
+    algorithm:   compute only; A's rows and all of B already sit on every GPU, C stays in row blocks.
+    even start:  each GPU starts with its rows of A and 1/P of B: all-gather B (ring), then compute.
+    """
+    _check_scope(scope)
+    phases = [Phase("compute", compute_s, "local", f"({M}/{P} × {K})·({K} × {N}) on each GPU")]
+    if scope == "even start" and P > 1:
+        b = itemsize * K * N
+        phases.insert(0, Phase("all-gather B", links.seconds("all-gather", b, P), "communication",
+                               f"ring all-gather of {b / 1e9:.3g} GB over {P} GPUs", b * (P - 1) / P))
+    if scope == "end to end" and P > 1:
+        b, a, c = itemsize * K * N, itemsize * M * K, itemsize * M * N
+        share = (P - 1) / P
+        phases = [Phase("broadcast B", links.seconds("broadcast", b, P), "communication",
+                        f"ring broadcast of {b / 1e9:.3g} GB over {P} GPUs", b),
+                  Phase("scatter A", links.seconds("scatter", a, P), "communication",
+                        f"GPU 0 sends {P - 1} row blocks of A ({share * a / 1e9:.3g} GB)", a / P),
+                  *phases,
+                  Phase("gather C", links.seconds("gather", c, P), "communication",
+                        f"GPU 0 receives {P - 1} row blocks of C ({share * c / 1e9:.3g} GB)", share * c)]
+    return SchemeCost("row split", scope, P, gemm_flops(M, N, K), tuple(phases))
+
+
+def summa_model(M: int, N: int, K: int, pr: int, pc: int, links, panel_s: float, pack_panels_s: float = 0.0,
+                pack_blocks_s: float = 0.0, unpack_s: float = 0.0, itemsize: int = 4,
+                scope: str = "end to end") -> SchemeCost:
+    """SUMMA on a pr × pc grid as phases, with L = lcm(pr, pc) k-panels of width K/L.
+
+    Each panel: the GPUs owning it copy their slice of the A panel (M/pr × K/L) and of the B panel
+    (K/L × N/pc) into contiguous buffers (pack_panels_s, measured on one GPU), broadcast the A panel
+    along their grid row (over pc GPUs) and the B panel down their grid column (over pr), then every
+    GPU adds A_panel·B_panel to its block of C (panel_s, one GPU's (M/pr × K/L)·(K/L × N/pc) with
+    β = 1, measured alone). The two broadcasts share each GPU's links, so their times add.
+
+    end to end adds: GPU 0 packs every GPU's blocks of A and B (pack_blocks_s) and sends them (a
+    scatter from the root: (P−1)·α + (P−1)/P·n·β for A and again for B), and at the end receives
+    every block of C (a gather) and copies them into place (unpack_s). "even start" is the algorithm:
+    SUMMA's blocks ARE an even distribution.
+    """
+    _check_scope(scope)
+    P = pr * pc
+    L = pr * pc // math.gcd(pr, pc)
+    mb, nb, kb = M / pr, N / pc, K / L
+    a_panel, b_panel = itemsize * mb * kb, itemsize * kb * nb
+    bcast_a = links.seconds("broadcast", a_panel, pc)
+    bcast_b = links.seconds("broadcast", b_panel, pr)
+    # Every GPU owns 1/pc of the A panels of its grid row and receives the rest, likewise for B
+    received = L * (a_panel * (pc - 1) / pc + b_panel * (pr - 1) / pr)
+    phases = [Phase("pack panels", L * pack_panels_s, "local", f"{L} panels copied into contiguous buffers"),
+              Phase("panel broadcasts", L * (bcast_a + bcast_b), "communication",
+                    f"{L} × (ring broadcast of {a_panel / 1e9:.3g} GB over {pc} GPUs + {b_panel / 1e9:.3g} GB "
+                    f"over {pr})", received),
+              Phase("panel GEMMs", L * panel_s, "local", f"{L} × ({mb:g} × {kb:g})·({kb:g} × {nb:g}), β = 1")]
+    if scope == "end to end" and P > 1:
+        a, b, c = itemsize * M * K, itemsize * K * N, itemsize * M * N
+        share = (P - 1) / P
+        phases = [Phase("pack A, B blocks", pack_blocks_s, "local", "GPU 0 copies each GPU's blocks"),
+                  Phase("send A, B blocks", links.seconds("scatter", a, P) + links.seconds("scatter", b, P),
+                        "communication", f"GPU 0 sends {P - 1} blocks of A and of B ({share * (a + b) / 1e9:.3g} GB)",
+                        (a + b) / P),
+                  *phases,
+                  Phase("gather C blocks", links.seconds("gather", c, P), "communication",
+                        f"GPU 0 receives {P - 1} blocks of C ({share * c / 1e9:.3g} GB)", share * c),
+                  Phase("unpack C", unpack_s, "local", "GPU 0 copies the blocks into C")]
+    return SchemeCost("SUMMA", scope, P, gemm_flops(M, N, K), tuple(phases))
+
+
+def pipeline_seconds(compute_s: Sequence[float], comm_s: Sequence[float]) -> float:
+    """Chunks through two stages: chunk i's communication starts once its compute is done and the
+    previous chunk's communication has finished; compute runs on without waiting.
+
+        compute │c0│c1│c2│c3│
+        comm        │m0 │m1 │m2 │m3 │      ends at max(end of m(i−1), end of c(i)) + m(i)
+
+    Equal chunks: c + (n−1)·max(c, m) + m, the first chunk's compute, the slower stage for each
+    chunk after it, the last chunk's communication. It assumes the two stages do not slow each
+    other down (they share the GPU's SMs and memory; the measurement shows how much they do).
+    """
+    if len(compute_s) != len(comm_s):
+        raise ValueError("one compute time and one communication time per chunk")
+    compute_end = comm_end = 0.0
+    for c, m in zip(compute_s, comm_s):
+        compute_end += c
+        comm_end = max(comm_end, compute_end) + m
+    return comm_end

@@ -552,7 +552,7 @@ def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8), network_gbs: float = 50.0
     from .plots import PALETTE, _layout
 
     if gpu_count() >= 2:
-        data = [bench_multigpu()]
+        data = [bench_multigpu(schemes=("row", "summa"))]
         where = f"measured live on {gpu_count()} × {device.gpu_name()}"
     else:
         data = [d for d in (results.load(f) for f in results.recorded_files()) if d.get("multigpu")]
@@ -566,6 +566,9 @@ def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8), network_gbs: float = 50.0
     rows, seen = [], set()
     for d in data:
         for r in d["multigpu"]:
+            # this chart: row split and SUMMA end to end (tensor-parallel rows and "algorithm" rows elsewhere)
+            if r["scheme"] not in ("row split", "SUMMA") or r.get("scope", "end to end") != "end to end":
+                continue
             local = d["provenance"].get("local_gemm", "cublas") if r["scheme"] == "row split" else "cublas"
             key = (r["scheme"], r["M"], local, r["gpus"])
             if key not in seen:
