@@ -263,7 +263,7 @@ def simulate_truncated_accumulation(a_vals: Any, b_vals: Any, fraction_bits: int
             raise ValueError(_bilingual(
                 f"promote_every={promote_every} must be a multiple of group={group}: promotion happens "
                 "between instructions, never inside one",
-                f"promote_every={promote_every} 必须是 group={group} 的倍数：提升发生在指令之间，而不在指令内部"))
+                f"promote_every={promote_every} 必须是 group={group} 的倍数：累加提升发生在指令之间，而不在指令内部"))
         groups_per_block = promote_every // group
     (M, K), N = A.shape, B.shape[0]
     groups = max(1, math.ceil(K / group))
@@ -512,10 +512,10 @@ def _series_style(row: Mapping[str, Any], fraction_bits: Sequence[int]) -> tuple
     no_promo, promo, floor = PALETTE[1], PALETTE[0], "#666666"
     kernel = row["kernel"]
     if kernel == "fp8_gemm_per_tensor":
-        return ("per_tensor kernel, no promotion (measured) · per_tensor 内核，无提升（实测）",
+        return ("per_tensor kernel, no promotion (measured) · per_tensor 内核，无累加提升（实测）",
                 dict(color=no_promo, width=3), 0)
     if kernel == "fp8_gemm_blockwise":
-        return ("blockwise kernel, promotion every 128 (measured) · blockwise 内核，每 128 提升（实测）",
+        return ("blockwise kernel, promotion every 128 (measured) · blockwise 内核，每 128 累加提升一次（实测）",
                 dict(color=promo, width=3), 1)
     if kernel == "bf16_floor":
         return "bf16 rounding of C alone · 仅 C 的 bf16 舍入", dict(color=floor, dash="dashdot"), 9
@@ -523,8 +523,8 @@ def _series_style(row: Mapping[str, Any], fraction_bits: Sequence[int]) -> tuple
     dash = ("dash", "dot", "longdash", "dashdot")[list(fraction_bits).index(bits) % 4] if bits in fraction_bits \
         else "dash"
     if row.get("promotion"):
-        return (f"model: {bits} bits, promotion · 模型：{bits} 位，有提升", dict(color=promo, dash=dash), 4 + 2 * (bits or 0))
-    return (f"model: {bits} bits, no promotion · 模型：{bits} 位，无提升", dict(color=no_promo, dash=dash),
+        return (f"model: {bits} bits, promotion · 模型：{bits} 位，有累加提升", dict(color=promo, dash=dash), 4 + 2 * (bits or 0))
+    return (f"model: {bits} bits, no promotion · 模型：{bits} 位，无累加提升", dict(color=no_promo, dash=dash),
             3 + 2 * (bits or 0))
 
 
@@ -560,7 +560,7 @@ def promotion_figure(rows: Sequence[Mapping[str, Any]], metric: str = "rel_fro",
     kind_text = {"normal": "zero-mean normal inputs · 零均值正态输入",
                  "positive": "all-positive inputs |normal| · 全正输入 |正态|"}
     default_title = ("FP8 accumulation error against K: what promotion fixes · "
-                     "FP8 累加误差随 K 的变化：提升修正了什么")
+                     "FP8 累加误差随 K 的变化：累加提升修正了什么")
     sizes = sorted({(r["M"], r["N"]) for r in rows})
     shape = ", ".join(f"{m}×{n}" for m, n in sizes)
     sub = subtitle if subtitle is not None else (  # one " · " only: the book's language switch splits there

@@ -34,6 +34,7 @@ from typing import Iterator, Optional
 
 from . import get_level as _get_level
 from .levels import MAX_THREADS_PER_BLOCK as _MAX_THREADS_PER_BLOCK
+from . import fp8 as _fp8
 from . import models as _models
 from . import results as _results
 
@@ -82,6 +83,8 @@ FACTS: dict[str, str] = {
     "l5_acc": str(_L5["TM"] * _L5["TN"]),                          # accumulators per thread, Level 5
     "l5_loads": str(_L5["TM"] + _L5["TN"]),
     "l11_tflops": f"{_L11_BEST:.0f}",                              # best recorded Level 11 run, H200
+    "e4m3_max": f"{_fp8.E4M3_MAX:.0f}",                            # the largest e4m3 value
+    "scale_block": str(_fp8.SCALE_BLOCK),                          # Level 13's scale strips and tiles
 }
 
 
@@ -480,11 +483,43 @@ GROUPS: tuple[Group, ...] = (
           "bfloat16，每个值 {half_bytes} 字节，范围与 fp32 相同、精度更低；深度学习中张量核心 GEMM 常用的输入格式。"
           "累加仍用 fp32。",
           en_aliases=("BF16", "bfloat16"), zh_aliases=("BF16", "bfloat16")),
-        T("fp8", "fp8", "fp8", 11,
-          "{fp8_bytes}-byte floating-point formats such as e4m3, for Hopper's fastest Tensor Core instructions; "
-          "a block scale keeps the values in range.",
-          "{fp8_bytes} 字节的浮点格式，如 e4m3，用于 Hopper 上最快的张量核心指令；用分块缩放因子把数值保持在可表示范围内。",
-          en_aliases=("FP8", "e4m3"), zh_aliases=("FP8", "e4m3")),
+        T("fp8", "fp8", "fp8", 13,
+          "{fp8_bytes}-byte floating-point formats for Hopper's fastest Tensor Core instructions. e4m3 has 1 sign, "
+          "4 exponent and 3 fraction bits and reaches {e4m3_max}; so few bits only work with a scale factor.",
+          "{fp8_bytes} 字节的浮点格式，用于 Hopper 上最快的张量核心指令。e4m3 有 1 个符号位、4 个指数位和 3 个尾数位，"
+          "最大为 {e4m3_max}；位数这么少，必须配合缩放因子使用。",
+          en_aliases=("FP8", "e4m3", "float8_e4m3"), zh_aliases=("FP8", "e4m3", "float8_e4m3")),
+        T("scale-factor", "scale factor", "缩放因子", 13,
+          "The number an FP8 value is multiplied by to mean what it stands for: x is stored as e4m3(x / s). "
+          "A scale maps the largest |x| of its block onto {e4m3_max}, the top of e4m3's range.",
+          "FP8 值要乘上的那个数，乘完才是它所代表的值：x 存为 e4m3(x / s)。缩放因子把所在块的最大 |x| 映射到 "
+          "e4m3 的上限 {e4m3_max}。",
+          en_aliases=("scaling factor",), zh_aliases=("比例因子",)),
+        T("fine-grained-scaling", "fine-grained scaling", "细粒度缩放", 13,
+          "One scale factor per small block instead of one per tensor: in Level 13, per 1×{scale_block} strip of A "
+          "and per {scale_block}×{scale_block} tile of B, so one large value coarsens only its own block.",
+          "每个小块一个缩放因子，而不是整个张量一个：第 13 级中 A 每个 1×{scale_block} 的条带、B 每个 "
+          "{scale_block}×{scale_block} 的分块各一个，一个大值只会让它所在的块变粗糙。",
+          en_aliases=("blockwise scaling", "block scaling"), zh_aliases=("块级缩放",)),
+        T("outlier-channel", "outlier channel", "离群通道", 13,
+          "A column of an activation matrix whose values are hundreds or thousands of times larger than the rest. "
+          "Under one scale per tensor it pushes every ordinary value down towards e4m3's subnormals, or to zero.",
+          "激活矩阵中数值比其余部分大数百、数千倍的某一列。整个张量只有一个缩放因子时，它会把所有普通值压向 "
+          "e4m3 的次正规数，甚至压成零。",
+          en_aliases=("outlier",), zh_aliases=("离群值", "异常通道")),
+        T("promotion", "promotion", "累加提升", 13,
+          "Adding the Tensor Cores' partial sum into true fp32 registers with ordinary FMAs at fixed intervals "
+          "(every {scale_block} of k in Level 13) and restarting it from zero, because an FP8 wgmma adds with fewer "
+          "bits than fp32 keeps.",
+          "每隔固定的长度（第 13 级中 k 方向每 {scale_block}）用普通 FMA 把张量核心的部分和加进真正的 fp32 寄存器，"
+          "再让部分和从零开始，因为 FP8 wgmma 累加时保留的位数比 fp32 少。",
+          en_aliases=("promoted", "promoting"), zh_aliases=("两级累加", "精度提升")),
+        T("fast-accumulation", "fast accumulation", "快速累加", 13,
+          "Letting the Tensor Cores accumulate the whole K of an FP8 GEMM without promotion: faster, less accurate "
+          "on long sums. cuBLASLt offers it as an option (use_fast_accum in PyTorch).",
+          "FP8 GEMM 中让张量核心不经累加提升、直接累加整个 K：更快，但长求和的精度较差。cuBLASLt 把它作为一个选项"
+          "提供（PyTorch 中的 use_fast_accum）。",
+          en_aliases=("fast-accum",), zh_aliases=("fast accumulation",)),
     )),
     Group("Hopper", "Hopper 架构", (
         T("tma", "TMA", "TMA", 11,
@@ -539,6 +574,11 @@ GROUPS: tuple[Group, ...] = (
           "NVIDIA's BLAS library. Every level is timed against cuBLAS in the same run, and its speed is the "
           "yardstick of the course.",
           "NVIDIA 的 BLAS 库。每一级都在同一次运行中与 cuBLAS 对比计时，它的速度是本课程的标尺。"),
+        T("cublaslt", "cuBLASLt", "cuBLASLt", 13,
+          "The lightweight cuBLAS API with more options per call: layouts, epilogues, FP8 inputs with their scale "
+          "factors. Level 13's FP8 baseline is cuBLASLt, reached through PyTorch's torch._scaled_mm.",
+          "cuBLAS 的轻量级 API，每次调用可设置更多选项：布局、尾处理、带缩放因子的 FP8 输入。第 13 级的 FP8 "
+          "对照基准就是 cuBLASLt，经 PyTorch 的 torch._scaled_mm 调用。"),
         T("ptx", "PTX", "PTX", 4,
           "NVIDIA's virtual instruction set: CUDA C++ compiles to PTX, which `ptxas` turns into SASS. Inline PTX "
           "gives access to instructions such as `mma.sync` and `ldmatrix`.",
@@ -618,6 +658,7 @@ NOT_TERMS: dict[str, tuple[str, ...]] = {
         r"\$P\$ blocks",                # row blocks of a matrix split among GPUs
         r"TM×TN block",                 # a block of C held by one thread
         r"one thread that launched",    # a CPU thread
+        r"k-blocks?",                   # 128 of k (Level 13's scale block), not a thread block
     ),
     "zh": (
         r"进程网格",                    # a grid of GPUs (Level 12)
@@ -888,6 +929,8 @@ def _where(level: int, lang: str) -> str:
         return "{doc}`GEMM basics </book/gemm_basics>`" if lang == "en" else "{doc}`GEMM 基础 </book/gemm_basics>`"
     if level == 12:
         doc = "12_multi_gpu"
+    elif level == 13:
+        doc = "13_fp8_blockscaled"  # not in the level registry: FP8 has its own launcher (fp8_gemm)
     else:
         doc = _get_level(level).id
     text = f"Level {level}" if lang == "en" else f"第 {level} 级"
