@@ -92,11 +92,13 @@ def shape_label(record: Mapping[str, Any]) -> str:
 
 def recorded_run() -> dict[str, Any]:
     """The recorded FP8 timing run: {"records", "provenance", "file"} of the first result file holding
-    Level 13 records (with the cuBLASLt FP8 and the bf16 baselines measured in the same run)."""
+    Level 13 records; "records" holds them, the cuBLASLt FP8 baselines and the bf16 baselines (cuBLAS
+    and Level 11, kept under "bf16_baselines" in the file) measured in the same run."""
     for path in results.recorded_files():
         data = results.load(path)
         if any(r["level"] == LEVEL_ID for r in data["records"]):
-            return {"records": data["records"], "provenance": data["provenance"], "file": path.name}
+            return {"records": data["records"] + data.get("bf16_baselines", []), "provenance": data["provenance"],
+                    "file": path.name}
     raise LookupError("no recorded Level 13 run in gemm_course/results · gemm_course/results 中没有第 13 级的实测记录")
 
 
