@@ -263,3 +263,25 @@ def test_ladder_top_rungs_paragraph_numbers() -> None:
                   f"falls as low as {min(clocks):.0f} MHz", f"({l11[8192]['ratio_to_cublas']:.1%} for step 6)",
                   f"(at most {max(r['ratio_to_cublas'] for r in above):.1%})"):
         assert claim in text, claim
+
+
+def test_ladder_fp8_paragraph_numbers() -> None:
+    """Level 13 beside cuBLASLt and bf16 cuBLAS, at 4096³ in its recorded run."""
+    from gemm_course import fp8_report
+
+    text = english("ladder.md")
+    R = fp8_report.recorded_run()["records"]
+    at = [r for r in R if r["M"] == r["N"] == r["K"] == 4096]
+    lt = next(r for r in at if r["level"] == "cublas" and r["dtype"] == "float8_e4m3"
+              and "use_fast_accum=True" in r["params"]["library"])
+    bf16 = next(r for r in at if r["level"] == "cublas" and r["dtype"] == "bfloat16")
+    pt = next(r for r in at if r["level"] == fp8_report.LEVEL_ID and r["params"] == {
+        "scaling": "per_tensor", "stages": 4, "block_n": 256})
+    ov = next(r for r in at if r["level"] == fp8_report.LEVEL_ID and r["params"].get("overlap") is True)
+    assert all(r["sm_clock_mhz"] == r["cublas_paired_sm_clock_mhz"] == 1980 for r in (pt, ov))
+    assert pt["cublas_paired_ms"] == pytest.approx(lt["median_ms"])
+    for claim in (f"reaches {lt['tflops']:.1f} TFLOPS, {lt['tflops'] / bf16['tflops']:.2f} times cuBLAS in bf16 "
+                  f"({bf16['tflops']:.1f} TFLOPS)",
+                  f"per-tensor kernel reaches {pt['tflops']:.1f} TFLOPS, {pt['ratio_to_cublas']:.1%} of it",
+                  f"{ov['tflops']:.1f} TFLOPS, {ov['ratio_to_cublas']:.1%} of cuBLASLt's promoted mode"):
+        assert claim in text, claim
