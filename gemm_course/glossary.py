@@ -623,6 +623,61 @@ GROUPS: tuple[Group, ...] = (
           "one panel of A and one of B are broadcast along the rows and columns of GPUs.",
           "可扩展通用矩阵乘法（scalable universal matrix multiplication）：各 GPU 排成网格，每个 GPU 负责 C 的一块，"
           "每一步沿 GPU 的行和列广播 A 的一个条带和 B 的一个条带。"),
+        T("alpha-beta-model", "α-β model", "α-β 模型", 12,
+          "The time of a message or a collective as latency plus bytes over bandwidth: steps·α + factor·n·β, where α "
+          "is the latency of one step, β the seconds per byte over one link, and the steps and the factor depend on "
+          "the collective and its algorithm (ring or tree).",
+          "把一条消息或一次集合通信的时间写成延迟加上字节数除以带宽：步数·α + 系数·n·β。α 是每一步的延迟，β 是"
+          "一条链路上每字节所需的秒数，步数和系数取决于集合通信的种类及其算法（环或树）。",
+          en_aliases=("alpha-beta model",), zh_aliases=("alpha-beta 模型",)),
+        T("all-reduce", "all-reduce", "all-reduce", 12,
+          "A collective that adds one buffer over all GPUs and leaves the sum on every GPU. On a ring it is a "
+          "reduce-scatter followed by an all-gather; each GPU sends and receives almost twice the buffer.",
+          "把同一个缓冲区在所有 GPU 上求和、并让每个 GPU 都得到这个和的集合通信。在环上它就是 reduce-scatter 之后"
+          "再做一次 all-gather；每个 GPU 收发的数据接近缓冲区的两倍。",
+          en_aliases=("allreduce",), zh_aliases=("全归约", "AllReduce")),
+        T("reduce-scatter", "reduce-scatter", "reduce-scatter", 12,
+          "A collective that adds a buffer over all GPUs and leaves each GPU a different piece of the sum: the first "
+          "half of a ring all-reduce. Megatron-LM's sequence parallelism works on each GPU's piece (its rows) before "
+          "the all-gather.",
+          "把一个缓冲区在所有 GPU 上求和、每个 GPU 只留下和中各不相同的一块的集合通信：环形 all-reduce 的前一半。"
+          "Megatron-LM 的序列并行在 all-gather 之前，先在每个 GPU 自己的那一块（它的那些行）上做逐行运算。",
+          zh_aliases=("ReduceScatter",)),
+        T("all-gather", "all-gather", "all-gather", 12,
+          "A collective in which every GPU contributes one piece and every GPU ends with all the pieces, in rank "
+          "order: the second half of a ring all-reduce, and the way the row split collects B when each GPU starts "
+          "with a slice of it.",
+          "每个 GPU 贡献一块、最后每个 GPU 都按编号顺序得到全部各块的集合通信：环形 all-reduce 的后一半；"
+          "当每个 GPU 起初只持有 B 的一片时，按行划分也用它收齐 B。",
+          zh_aliases=("AllGather",)),
+        T("tensor-parallelism", "tensor parallelism", "张量并行", 12,
+          "Splitting one layer's weight matrices over GPUs so that each GPU computes part of every product. In a "
+          "transformer's MLP block (Megatron-LM's split) the first weight matrix is cut by columns and the second by "
+          "rows, so the only communication is one sum of partial results per block.",
+          "把同一层的权重矩阵切分到多个 GPU 上，让每个 GPU 计算每个乘积的一部分。在 Transformer 的 MLP 块中"
+          "（Megatron-LM 的切法），第一个权重矩阵按列切、第二个按行切，于是每个块只需要一次对部分结果求和的通信。",
+          en_aliases=("tensor parallel",)),
+        T("column-parallel-layer", "column-parallel layer", "列并行层", 12,
+          "A linear layer whose weight matrix is cut by columns: each GPU holds all of the input and computes its own "
+          "columns of the output, with no communication; a pointwise activation can follow on each GPU's slice.",
+          "权重矩阵按列切分的线性层：每个 GPU 持有完整的输入，计算输出中属于自己的那些列，不需要通信；"
+          "逐元素的激活函数可以直接作用在每个 GPU 自己的切片上。",
+          en_aliases=("column-parallel",)),
+        T("row-parallel-layer", "row-parallel layer", "行并行层", 12,
+          "A linear layer whose weight matrix is cut by rows: each GPU multiplies its columns of the input by its "
+          "rows of the weights and gets a partial result the size of the whole output; the partials are added over "
+          "the GPUs by an all-reduce.",
+          "权重矩阵按行切分的线性层：每个 GPU 用输入中属于自己的那些列乘以自己那部分权重行，得到与整个输出同样大小的"
+          "部分结果；各 GPU 的部分结果再由 all-reduce 相加。",
+          en_aliases=("row-parallel",)),
+        T("communication-overlap", "overlap of communication and compute", "通信与计算重叠", 12,
+          "Running the collectives while the GPUs keep computing, so that the transfers hide under the arithmetic: "
+          "the work is cut into chunks, and one chunk's collective runs on a second stream while the next chunk's "
+          "GEMMs run. The share hidden is (serial time − overlapped time) / communication time.",
+          "在 GPU 继续计算的同时做集合通信，让传输藏在计算之下：把工作切成若干块，一块的集合通信在第二个流上进行，"
+          "同时下一块的 GEMM 照常运行。被隐藏的比例是（串行时间 − 重叠时间）/ 通信时间。",
+          en_aliases=("communication overlap", "overlap communication with compute"),
+          zh_aliases=("通信重叠", "计算与通信重叠")),
     )),
 )
 

@@ -336,48 +336,10 @@ def bank_access(row: str, col: str, shape: tuple[int, int] = (32, 32), pad: int 
 
 # --- several GPUs: communication cost of splitting one GEMM (Level 12) ------------------------------
 #
-# The first model of the chapter (SplitCost, row_split_cost, summa_cost) is kept while the recorded
-# chapter quotes it. It has two faults: it charges the row split P−1 serial sends of B from GPU 0,
-# while NCCL pipelines a broadcast along a ring, and it leaves SUMMA's initial distribution out while
-# counting the row split's. The phase models below (SchemeCost, row_split_model, summa_model) fix
-# both: every scheme is a list of phases, each communication phase priced by the α-β model of the
-# NCCL collective it uses (gemm_course.collectives), each local phase by a one-GPU measurement.
-
-@dataclass(frozen=True)
-class SplitCost:
-    """(First model, kept for the recorded chapter.) Bytes one GPU must receive (or send) and the
-    time model of one distributed GEMM."""
-
-    scheme: str
-    gpus: int
-    bytes_per_gpu: float      # the busiest GPU's traffic over the links
-    compute_s: float          # 2MNK / (P · rate)
-    comm_s: float             # bytes_per_gpu / link bandwidth
-
-    def time_s(self, overlap: bool = False) -> float:
-        """No overlap: communication then compute. Perfect overlap: the larger of the two."""
-        return max(self.compute_s, self.comm_s) if overlap else self.compute_s + self.comm_s
-
-
-def row_split_cost(M: int, N: int, K: int, P: int, tflops: float, link_gbs: float,
-                   distribute: bool = True, itemsize: int = 4) -> SplitCost:
-    """(First model, kept for the recorded chapter; see row_split_model.) Row split (data parallel):
-    GPU 0 sends B to every other GPU, scatters A's row blocks and gathers C's; with distribute=False,
-    A and B already sit where they are needed (no traffic)."""
-    others = P - 1
-    traffic = itemsize * (K * N * others + (M * K + M * N) * others / P) if distribute and P > 1 else 0.0
-    return SplitCost("row split", P, traffic, gemm_flops(M, N, K) / P / (tflops * 1e12),
-                     traffic / (link_gbs * 1e9))
-
-
-def summa_cost(M: int, N: int, K: int, pr: int, pc: int, tflops: float, link_gbs: float,
-               itemsize: int = 4) -> SplitCost:
-    """(First model, kept for the recorded chapter; see summa_model.)
-    2-D SUMMA on a pr × pc grid: each GPU receives the A panels of its grid row that it does not
-    own, (pc−1)/pc of an M/pr × K slab, and the B panels of its column, (pr−1)/pr of K × N/pc."""
-    traffic = itemsize * ((M / pr) * K * (pc - 1) / pc + K * (N / pc) * (pr - 1) / pr)
-    P = pr * pc
-    return SplitCost("SUMMA", P, traffic, gemm_flops(M, N, K) / P / (tflops * 1e12), traffic / (link_gbs * 1e9))
+# Every scheme is a list of phases, each communication phase priced by the α-β model of the NCCL
+# collective it uses (gemm_course.collectives: a broadcast is NCCL's pipelined ring, (P−1)·α + n·β, not
+# P−1 serial sends from the root), each local phase by a one-GPU measurement; every scheme is charged
+# for the same things in each scope (SchemeCost: "algorithm", "end to end", "even start").
 
 
 def grid_words(M: int, N: int, K: int, p_m: int, p_n: int, p_k: int) -> float:

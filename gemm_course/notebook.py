@@ -541,85 +541,13 @@ def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, *
     return out
 
 
-def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8), network_gbs: float = 50.0) -> list[dict]:
-    """Level 12: one GEMM over several GPUs. Live when this machine has 2+ GPUs (and NCCL), else
-    the recorded runs. Shows measured scaling and phases, and the cost model beside them, extended
-    on paper to more GPUs and to GPUs in different nodes (link bandwidth `network_gbs` per GPU)."""
-    import plotly.graph_objects as go
+def multigpu(model_gpus: Sequence[int] = (1, 2, 4, 8)) -> list[dict]:
+    """Level 12: one GEMM over several GPUs. Live when this machine has 2+ GPUs (and NCCL), else the
+    recorded runs: measured scaling and phases, each beside the cost model (gemm_course.multigpu_report
+    draws them). Returns the end-to-end row split and SUMMA rows."""
+    from .multigpu_report import show_splits
 
-    from .models import row_split_cost, summa_cost
-    from .multigpu import bench_multigpu, gpu_count, grid_shape
-    from .plots import PALETTE, _layout
-
-    if gpu_count() >= 2:
-        data = [bench_multigpu(schemes=("row", "summa"))]
-        where = f"measured live on {gpu_count()} × {device.gpu_name()}"
-    else:
-        data = [d for d in (results.load(f) for f in results.recorded_files()) if d.get("multigpu")]
-        if not data:
-            print("No recorded multi-GPU runs.")
-            return []
-        p = data[0]["provenance"]
-        where = (f"recorded: {p['gpus_visible']} × {p['gpu']}, NCCL {p['nccl']}, driver {p['driver']}, "
-                 f"CuPy {p['cupy']}, {p['date'][:10]}")
-    # SUMMA's panel updates always use cuBLAS (C += A·B needs beta = 1), whatever the run's local GEMM.
-    rows, seen = [], set()
-    for d in data:
-        for r in d["multigpu"]:
-            # this chart: row split and SUMMA end to end (tensor-parallel rows and "algorithm" rows elsewhere)
-            if r["scheme"] not in ("row split", "SUMMA") or r.get("scope", "end to end") != "end to end":
-                continue
-            local = d["provenance"].get("local_gemm", "cublas") if r["scheme"] == "row split" else "cublas"
-            key = (r["scheme"], r["M"], local, r["gpus"])
-            if key not in seen:
-                seen.add(key)
-                rows.append(dict(r, local=local))
-    fig = go.Figure()
-    series = sorted({(r["scheme"], r["M"], r["local"]) for r in rows})
-    for i, (scheme, n, local) in enumerate(series):
-        pts = sorted((r for r in rows if (r["scheme"], r["M"], r["local"]) == (scheme, n, local)),
-                     key=lambda r: r["gpus"])
-        fig.add_trace(go.Scatter(x=[r["gpus"] for r in pts], y=[r["tflops"] for r in pts], mode="lines+markers",
-                                 name=f"{scheme}, {n}³, local {local}", line=dict(color=PALETTE[i % len(PALETTE)])))
-    base = {(r["M"], r["local"]): r["tflops"] for r in rows if r["gpus"] == 1}
-    for (n, local), t1 in sorted(base.items()):
-        if local == "cublas":
-            fig.add_trace(go.Scatter(x=list(model_gpus), y=[t1 * g for g in model_gpus], mode="lines",
-                                     name=f"ideal (P × one GPU), {n}³", line=dict(dash="dot", color="#999")))
-    fig = _layout(fig, "one GEMM over several GPUs · 多 GPU 上的一个 GEMM", "GPUs · GPU 数", "TFLOPS",
-                  subtitle=where or None)
-    show(fig)
-
-    phase_fig = go.Figure()
-    multi = [r for r in rows if r["gpus"] > 1]
-    labels = [f"{r['scheme']} {r['M']}³ {r['local']}" for r in multi]
-    for i, phase in enumerate(sorted({k for r in multi for k in r["phases_ms"]})):
-        phase_fig.add_trace(go.Bar(name=phase, x=labels, y=[r["phases_ms"].get(phase, 0.0) for r in multi],
-                                   marker_color=PALETTE[i % len(PALETTE)]))
-    phase_fig.update_layout(barmode="stack")
-    show(_layout(phase_fig, "where the time goes on 2+ GPUs · 多 GPU 时的时间构成", "", "ms"))
-
-    # The model, calibrated by the measured one-GPU speed and link bandwidth, then extended.
-    link = next((r["link_gbs"] for r in rows if r.get("link_gbs")), None)
-    n = max(r["M"] for r in rows)
-    t1 = base.get((n, "cublas"))
-    if link is None or t1 is None:
-        return rows
-    model_fig = go.Figure()
-    for i, (name, bw) in enumerate(((f"one node (measured link {link:.0f} GB/s)", link),
-                                    (f"separate nodes ({network_gbs:.0f} GB/s per GPU, on paper)", network_gbs))):
-        for j, (scheme, cost) in enumerate((
-                ("row split", lambda P, bw=bw: row_split_cost(n, n, n, P, t1, bw)),
-                ("SUMMA", lambda P, bw=bw: summa_cost(n, n, n, *grid_shape(P), t1, bw)))):
-            model_fig.add_trace(go.Scatter(
-                x=list(model_gpus), y=[2 * n**3 / cost(P).time_s(overlap=False) / 1e12 for P in model_gpus],
-                mode="lines", name=f"model: {scheme}, {name}",
-                line=dict(color=PALETTE[(2 * i + j) % len(PALETTE)], dash="solid" if i == 0 else "dash")))
-    measured = [r for r in rows if r["M"] == n and r["local"] == "cublas"]
-    model_fig.add_trace(go.Scatter(x=[r["gpus"] for r in measured], y=[r["tflops"] for r in measured],
-                                   mode="markers", name="measured", marker=dict(size=11, color="#222")))
-    show(_layout(model_fig, f"cost model vs measurement, {n}³ · 代价模型与实测", "GPUs · GPU 数", "TFLOPS"))
-    return rows
+    return show_splits(model_gpus, show)
 
 
 def batched(cases: Optional[Sequence[tuple[int, int]]] = None) -> list[dict]:
