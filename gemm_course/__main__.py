@@ -181,9 +181,16 @@ def cmd_fp8(args: argparse.Namespace) -> None:
             raise ValueError("give --out FILE: the result file to write")
         if args.record:
             sizes = [_size(s) for s in args.sizes.split(",")] if args.sizes else None
-            fp8_gemm.record_fp8(args.out, sizes)
+            if args.small_m:
+                fp8_gemm.record_fp8(args.out, sizes or fp8_gemm.SMALL_M_SHAPES, fp8_gemm.SMALL_M_STEPS,
+                                    bf16_baselines=False)
+            else:
+                fp8_gemm.record_fp8(args.out, sizes)
         elif args.counters:
-            fp8_gemm.record_fp8_counters(args.out)
+            if args.small_m:
+                fp8_gemm.record_fp8_counters(args.out, ((64, 7168, 16384),), fp8_gemm.SMALL_M_STEPS)
+            else:
+                fp8_gemm.record_fp8_counters(args.out)
         else:
             from .fp8_accuracy import record_accuracy
 
@@ -482,6 +489,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--counters", action="store_true", help="Nsight Compute counters of every step")
     p.add_argument("--accuracy", action="store_true", help="error against K with and without promotion; outliers")
     p.add_argument("--sizes", help="with --record: n or MxNxK, comma-separated (default: squares + projections)")
+    p.add_argument("--small-m", action="store_true",
+                   help="with --record or --counters: the decode shapes (M = 64, 128) and the steps made for them")
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
 

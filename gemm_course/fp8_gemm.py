@@ -38,6 +38,7 @@ THREADS = 384              # a producer warpgroup and two consumer warpgroups
 BM = 128                   # rows of C per tile: two consumers × 64
 BK = 128                   # bytes of k per stage: one 128-byte swizzle row, one scale block
 BLOCK_N_CHOICES = {"per_tensor": (256, 128), "blockwise": (128,)}  # first = default; blockwise: B's scale tile
+BLOCK_M_CHOICES = {"per_tensor": (128,), "blockwise": (128, 64)}   # 64: the kernel for few rows of A
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory one block may use on sm_90
 MAX_SPLITS = 16            # split-K: enough to fill 132 SMs from 9 tiles up
 K_MULTIPLE = 16            # TMA: every row of A and B a whole number of 16-byte chunks
@@ -68,15 +69,29 @@ def resolve_block_n(scaling: str, block_n: Optional[int] = None) -> int:
     return block_n
 
 
-def stage_choices(scaling: str, block_n: Optional[int] = None) -> tuple[int, ...]:
-    """Ring depths that fit in 227 KB: each stage holds 128 rows of A and block_n rows of B, 128 B each."""
-    bn = resolve_block_n(scaling, block_n)
-    return tuple(s for s in range(2, 9) if s * (BM + bn) * BK + 1024 <= SHARED_LIMIT)
+def resolve_block_m(scaling: str, block_m: Optional[int] = None) -> int:
+    """The tile's height: 128 (two consumers × 64 rows), or 64 for blockwise (the consumers split the
+    128 columns instead), the kernel for few rows of A."""
+    _check_scaling(scaling)
+    choices = BLOCK_M_CHOICES[scaling]
+    if block_m is None:
+        return choices[0]
+    if block_m not in choices:
+        raise ValueError(_bilingual(f"block_m={block_m!r}: the {scaling} kernel takes {choices}",
+                                    f"block_m={block_m!r}：{scaling} 内核可选 {choices}"))
+    return block_m
 
 
-def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None) -> int:
+def stage_choices(scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None) -> tuple[int, ...]:
+    """Ring depths that fit in 227 KB: each stage holds block_m rows of A and block_n rows of B, 128 B each."""
+    bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
+    return tuple(s for s in range(2, 13) if s * (bm + bn) * BK + 1024 <= SHARED_LIMIT)
+
+
+def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
+                   block_m: Optional[int] = None) -> int:
     """The ring depth for a kernel: the deepest that fits (default), or a checked choice."""
-    choices = stage_choices(scaling, block_n)
+    choices = stage_choices(scaling, block_n, block_m)
     if stages is None:
         return choices[-1]
     if stages not in choices:
@@ -89,32 +104,36 @@ def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional
 
 
 def kernel_name(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
-                overlap: bool = True) -> str:
+                overlap: bool = True, block_m: Optional[int] = None) -> str:
     """The kernel's name expression in 13_fp8_blockscaled.cu, e.g. "fp8_gemm_blockwise<6, true>"."""
-    st = resolve_stages(scaling, stages, block_n)
+    st = resolve_stages(scaling, stages, block_n, block_m)
+    if resolve_block_m(scaling, block_m) == 64:
+        return f"fp8_gemm_blockwise_m64<{st}>"
     if scaling == "per_tensor":
         return f"fp8_gemm_per_tensor<{resolve_block_n(scaling, block_n)}, {st}>"
     return f"fp8_gemm_blockwise<{st}, {'true' if overlap else 'false'}>"
 
 
-def shared_bytes(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None) -> int:
+def shared_bytes(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
+                 block_m: Optional[int] = None) -> int:
     """Dynamic shared memory per block: the ring (A and B of each stage) + 1024 B to align it to the
     swizzle's 1024-byte period."""
-    return resolve_stages(scaling, stages, block_n) * (BM + resolve_block_n(scaling, block_n)) * BK + 1024
+    rows = resolve_block_m(scaling, block_m) + resolve_block_n(scaling, block_n)
+    return resolve_stages(scaling, stages, block_n, block_m) * rows * BK + 1024
 
 
-def tiles(M: int, N: int, scaling: str, block_n: Optional[int] = None) -> int:
+def tiles(M: int, N: int, scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None) -> int:
     """How many tiles of C the kernel computes (its persistent blocks share them out)."""
-    return math.ceil(M / BM) * math.ceil(N / resolve_block_n(scaling, block_n))
+    return math.ceil(M / resolve_block_m(scaling, block_m)) * math.ceil(N / resolve_block_n(scaling, block_n))
 
 
-def auto_splits(M: int, N: int, K: int, sm_count: int = 132) -> int:
+def auto_splits(M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[int] = None) -> int:
     """Split-K for the blockwise kernel: how many k-ranges each tile is cut into so that the SMs are
     busy. A model, in k-block times: the units run in rounds of sm_count; a unit costs its k-blocks,
     plus, when split, a fixed cost (its slice stores, the counter, the first loads of a new k-range)
     and the last unit's reading of every slice. The two costs (6 and 2 per split) are rough values
     read off trial runs on an H200 at M = 64 and 128. With at least one tile per SM, no split."""
-    n_tiles, k_blocks = tiles(M, N, "blockwise"), math.ceil(K / BK)
+    n_tiles, k_blocks = tiles(M, N, "blockwise", block_m=block_m), math.ceil(K / BK)
     if n_tiles >= sm_count:
         return 1
 
@@ -125,11 +144,11 @@ def auto_splits(M: int, N: int, K: int, sm_count: int = 132) -> int:
     return min(range(1, min(MAX_SPLITS, k_blocks) + 1), key=lambda s: (cost(s), s))
 
 
-def resolve_splits(splits: Any, M: int, N: int, K: int, sm_count: int = 132) -> int:
+def resolve_splits(splits: Any, M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[int] = None) -> int:
     """splits: "auto" (auto_splits), or a whole number from 1 to min(16, the k-blocks of K)."""
     k_blocks = math.ceil(K / BK)
     if splits in (None, "auto"):
-        return auto_splits(M, N, K, sm_count)
+        return auto_splits(M, N, K, sm_count, block_m)
     top = min(MAX_SPLITS, k_blocks)
     if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= top:
         raise ValueError(_bilingual(
@@ -154,7 +173,7 @@ def _compile_options() -> tuple[str, ...]:
 
 
 def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None, arch: str = ARCH, *,
-                       block_n: Optional[int] = None, overlap: bool = True) -> Any:
+                       block_n: Optional[int] = None, overlap: bool = True, block_m: Optional[int] = None) -> Any:
     """Registers, spills, shared memory and occupancy of one kernel, compiled by NVRTC (no GPU needed).
 
     Returns the course's ``compile.CompileReport`` (its ``problems()`` lists spills and shared-memory
@@ -167,23 +186,29 @@ def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None,
         raise ValueError(_bilingual(f"the FP8 kernels use wgmma and setmaxnreg, which exist on {ARCH} only; "
                                     f"{arch} cannot run them",
                                     f"FP8 内核用到 wgmma 和 setmaxnreg，它们只存在于 {ARCH}；{arch} 无法运行"))
-    stages = resolve_stages(scaling, stages, block_n)
-    name = kernel_name(scaling, stages, block_n, overlap)
+    _check_setting(scaling, block_n, overlap, "auto", block_m)
+    stages = resolve_stages(scaling, stages, block_n, block_m)
+    name = kernel_name(scaling, stages, block_n, overlap, block_m)
     _, mangled, log = nvrtc_compile(kernel_source(), name, arch, _compile_options())
     usage = parse_ptxas_log(log[log.find(mangled):] if mangled in log else log)
-    dynamic = shared_bytes(scaling, stages, block_n)
+    dynamic = shared_bytes(scaling, stages, block_n, block_m)
     occ = occupancy(arch, THREADS, usage["registers"], usage["static_shared_bytes"] + dynamic)
-    params = setting_params(scaling, stages=stages, block_n=block_n, overlap=overlap)
+    params = setting_params(scaling, stages=stages, block_n=block_n, overlap=overlap, block_m=block_m)
     return CompileReport(level=LEVEL_ID, params=params, arch=arch,
                          kernel=name, threads_per_block=THREADS, dynamic_shared_bytes=dynamic, occupancy=occ,
                          log=log, **usage)
 
 
-def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: Any) -> None:
+def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: Any,
+                   block_m: Optional[int] = None) -> None:
     """Options that belong to the other kernel are refused, not silently ignored."""
     if not isinstance(overlap, (bool, np.bool_)):
         raise ValueError(_bilingual(f"overlap must be True or False, not {overlap!r}",
                                     f"overlap 只能是 True 或 False，而不是 {overlap!r}"))
+    if resolve_block_m(scaling, block_m) == 64 and not overlap:
+        raise ValueError(_bilingual(
+            "block_m=64 exists with overlapped promotion only: leave overlap at True",
+            "block_m=64 只有重叠累加提升的版本：请让 overlap 保持 True"))
     if scaling == "per_tensor" and (not overlap or splits not in (None, "auto", 1)):
         raise ValueError(_bilingual(
             "overlap and splits belong to the blockwise kernel (its promotion and split-K); the per_tensor "
@@ -192,10 +217,12 @@ def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: A
 
 
 def setting_params(scaling: str, *, stages: Optional[int] = None, block_n: Optional[int] = None,
-                   overlap: bool = True, splits: Optional[int] = None) -> dict[str, Any]:
+                   overlap: bool = True, splits: Optional[int] = None, block_m: Optional[int] = None) -> dict[str, Any]:
     """A setting as the params dict its records carry (only the options that apply to the kernel)."""
-    bn = resolve_block_n(scaling, block_n)
-    params: dict[str, Any] = {"scaling": scaling, "stages": resolve_stages(scaling, stages, bn)}
+    bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
+    params: dict[str, Any] = {"scaling": scaling, "stages": resolve_stages(scaling, stages, bn, bm)}
+    if bm != BM:
+        params["block_m"] = bm
     if scaling == "per_tensor":
         params["block_n"] = bn
     else:
@@ -330,18 +357,18 @@ def _sm_count() -> int:
 
 def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
             out: Any = None, stages: Optional[int] = None, block_n: Optional[int] = None, overlap: bool = True,
-            splits: Any = "auto") -> tuple[Callable[[], None], Any]:
+            splits: Any = "auto", block_m: Optional[int] = None) -> tuple[Callable[[], None], Any]:
     """Check, compile (cached), build the TMA maps; returns (launch, C).
 
     launch() runs the kernel once, writing C; nothing else happens per call, which is what a timing
     loop wants. fp8_gemm() is prepare() then one launch.
     """
     M, N, K = check_operands(a_bits, a_scales, b_bits, b_scales, scaling, out)
-    bn = resolve_block_n(scaling, block_n)
-    stages = resolve_stages(scaling, stages, bn)
-    _check_setting(scaling, block_n, overlap, splits)
+    bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
+    stages = resolve_stages(scaling, stages, bn, bm)
+    _check_setting(scaling, block_n, overlap, splits, bm)
     if scaling == "blockwise":
-        resolve_splits(splits, M, N, K)  # a bad split count fails here, before a GPU is needed
+        resolve_splits(splits, M, N, K, block_m=bm)  # a bad split count fails here, before a GPU is needed
     _require_hopper()
     import cupy
 
@@ -352,24 +379,25 @@ def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: 
     from .compile import _compiled_kernel
     from .hopper import _device_tensor_map
 
-    kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages, bn, overlap), ARCH)
-    shared = shared_bytes(scaling, stages, bn)
+    kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages, bn, overlap, bm),
+                              ARCH)
+    shared = shared_bytes(scaling, stages, bn, bm)
     kernel.max_dynamic_shared_size_bytes = shared  # above 48 KB a kernel must ask for its shared memory
     dev = a_bits.device.id
     # Boxes of 128 bytes of k × the tile's rows: one TMA copy per operand per stage.
-    map_a = _device_tensor_map(a_bits.data.ptr, "uint8", M, K, BM, dev)
+    map_a = _device_tensor_map(a_bits.data.ptr, "uint8", M, K, bm, dev)
     map_b = _device_tensor_map(b_bits.data.ptr, "uint8", N, K, bn, dev)
     sa, sb = _device_scales(a_scales, cupy), _device_scales(b_scales, cupy)
     C = out if out is not None else cupy.empty((M, N), dtype=cupy.uint16)
     args: tuple = (map_a, map_b, sa, sb, C, np.int32(M), np.int32(N), np.int32(K))
-    units = tiles(M, N, scaling, bn)
+    units = tiles(M, N, scaling, bn, bm)
     if scaling == "blockwise":
-        n_splits = resolve_splits(splits, M, N, K, _sm_count())
+        n_splits = resolve_splits(splits, M, N, K, _sm_count(), bm)
         units *= n_splits
         # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order)
         # and a counter per tile, which starts at zero and which the kernel leaves at zero.
         workspace = cupy.empty((n_splits, M, N) if n_splits > 1 else (1,), dtype=cupy.float32)
-        counters = cupy.zeros(tiles(M, N, scaling, bn), dtype=cupy.int32)
+        counters = cupy.zeros(tiles(M, N, scaling, bn, bm), dtype=cupy.int32)
         args += (np.int32(n_splits), workspace, counters)
     grid = (min(units, _sm_count()), 1, 1)  # persistent: at most one block per SM
 
@@ -381,7 +409,7 @@ def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: 
 
 def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
              out: Any = None, stages: Optional[int] = None, block_n: Optional[int] = None, overlap: bool = True,
-             splits: Any = "auto") -> Any:
+             splits: Any = "auto", block_m: Optional[int] = None) -> Any:
     """C = A · Bᵀ of FP8 (e4m3) matrices with their scales, on a Hopper GPU; C is bf16 (uint16 bits).
 
     a_bits: M×K uint8 and b_bits: N×K uint8 CuPy arrays (B K-contiguous, as FP8 wgmma reads it).
@@ -392,10 +420,11 @@ def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling:
     out: an optional (M, N) uint16 CuPy array to write C into. stages: the ring depth (see
     stage_choices; default the deepest). block_n (per_tensor): 256 or 128, the tile's width.
     overlap (blockwise): promote one k-block while the Tensor Cores sum the next (True) or wait
-    for each (False). splits (blockwise): split-K, "auto" or 1…16. Compare with fp8.reference_gemm_fp8.
+    for each (False). splits (blockwise): split-K, "auto" or 1…16. block_m (blockwise): 128, or 64 for few
+    rows of A (64×128 tiles whose two consumers split the columns). Compare with fp8.reference_gemm_fp8.
     """
     launch, C = prepare(a_bits, a_scales, b_bits, b_scales, scaling=scaling, out=out, stages=stages,
-                        block_n=block_n, overlap=overlap, splits=splits)
+                        block_n=block_n, overlap=overlap, splits=splits, block_m=block_m)
     launch()
     return C
 
@@ -497,6 +526,17 @@ STEPS: tuple[dict[str, Any], ...] = (
     {"scaling": "blockwise", "overlap": True, "splits": "auto"},
 )
 
+# Decode shapes (M = 64, 128 tokens): the 64-row kernel beside the 128-row one and the per-tensor kernel
+# with 128×128 tiles (the fastest of the first run at these shapes), each with cuBLASLt in the same run.
+SMALL_M_SHAPES = tuple((m, n, k) for (n, k) in PROJECTION_NK for m in (64, 128))
+SMALL_M_STEPS: tuple[dict[str, Any], ...] = (
+    {"scaling": "per_tensor", "block_n": 128},
+    {"scaling": "blockwise", "overlap": True, "splits": 1},
+    {"scaling": "blockwise", "overlap": True, "splits": "auto"},
+    {"scaling": "blockwise", "block_m": 64, "splits": 1},
+    {"scaling": "blockwise", "block_m": 64, "splits": "auto"},
+)
+
 FP8_METHOD = ("CUDA events around each launch (bench.time_gpu): 1 untimed call, then at least {reps} timed "
               "repetitions (at most {max_reps}, within {budget_s} s), L2 flushed before each; median with quartiles; "
               "SM clock sampled through NVML. Inputs: normal random values whose size changes by up to 2^±3 from "
@@ -553,9 +593,10 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
         for step in steps:
             scaling = step["scaling"]
             a_bits, a_s, b_bits, b_s = operands[scaling]
-            opts = {k: v for k, v in step.items() if k != "scaling"}
-            splits = resolve_splits(opts.get("splits"), M, N, K, _sm_count()) if scaling == "blockwise" else None
-            if step.get("splits") == "auto" and splits == 1:
+            opts = {k: v for k, v in step.items() if k not in ("scaling", "skip_unsplit")}
+            splits = (resolve_splits(opts.get("splits"), M, N, K, _sm_count(), opts.get("block_m"))
+                      if scaling == "blockwise" else None)
+            if step.get("splits") == "auto" and splits == 1 and step.get("skip_unsplit", True):
                 continue  # the same as the split-free step
             if scaling == "blockwise":
                 opts["splits"] = splits
@@ -569,7 +610,7 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             paired = time_gpu(base, **timing) if base else None
             t = time_gpu(launch, **timing)
             params = setting_params(scaling, stages=None, block_n=opts.get("block_n"),
-                                    overlap=opts.get("overlap", True), splits=splits)
+                                    overlap=opts.get("overlap", True), splits=splits, block_m=opts.get("block_m"))
             row = {"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K, **asdict(t),
                    "tflops": flops / (t.median_ms * 1e-3) / 1e12, "max_error_ratio": ratio, "passed": ratio <= 1}
             if paired:
@@ -693,7 +734,7 @@ def record_fp8_counters(out: str, shapes: Sequence[SizeLike] = COUNTER_SHAPES,
         raise RuntimeError(NO_NCU)
     say = progress or (lambda _: None)
     plan = [(_shape(size), dict(step)) for size in shapes for step in steps
-            if not (step.get("splits") == "auto" and auto_splits(*_shape(size), _sm_count()) == 1)]  # as record_fp8
+            if not (step.get("splits") == "auto" and auto_splits(*_shape(size), _sm_count(), step.get("block_m")) == 1)]
     method = (f"ncu {ncu_version(ncu)} --clock-control none -k regex:fp8_gemm --metrics "
               f"{','.join(FP8_COUNTER_METRICS.values())} --csv --page raw --print-units base; one launch per "
               "(shape, step) in one process after an unprofiled launch of the same kernel (compile, checked)")
@@ -715,9 +756,10 @@ def record_fp8_counters(out: str, shapes: Sequence[SizeLike] = COUNTER_SHAPES,
     for i, ((M, N, K), step) in enumerate(plan):
         values = rows[2 * i + 1]["values"]
         metrics = {key: values.get(name) for key, name in FP8_COUNTER_METRICS.items()}
-        splits = resolve_splits(step.get("splits"), M, N, K, _sm_count()) if step["scaling"] == "blockwise" else None
+        splits = (resolve_splits(step.get("splits"), M, N, K, _sm_count(), step.get("block_m"))
+                  if step["scaling"] == "blockwise" else None)
         params = setting_params(step["scaling"], block_n=step.get("block_n"), overlap=step.get("overlap", True),
-                                splits=splits)
+                                splits=splits, block_m=step.get("block_m"))
         payload["fp8_counters"].append({"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K,
                                         "kernel": rows[2 * i + 1]["kernel"], "metrics": metrics})
         say(f"{M}×{N}×{K} {params}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if v is not None))

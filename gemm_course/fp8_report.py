@@ -37,9 +37,12 @@ BF16 = "bfloat16"
 # --- names -----------------------------------------------------------------------------------------
 
 def step_key(params: Mapping[str, Any]) -> str:
-    """A step's short name: per_tensor_256, per_tensor_128, serial, overlapped, split (split-K > 1)."""
+    """A step's short name: per_tensor_256, per_tensor_128, serial, overlapped, split (split-K > 1), and
+    for the 64-row kernel m64 and m64_split."""
     if params.get("scaling") == "per_tensor":
         return f"per_tensor_{params.get('block_n', 256)}"
+    if params.get("block_m") == 64:
+        return "m64_split" if (params.get("splits") or 1) > 1 else "m64"
     if (params.get("splits") or 1) > 1:
         return "split"
     return "overlapped" if params.get("overlap", True) else "serial"
@@ -51,6 +54,10 @@ _SHORT = {"serial": "fine-grained, serial · 细粒度，串行累加提升", "o
 def step_label(params: Mapping[str, Any], short: bool = False) -> str:
     """A step as "English · 中文", for tables; short: for the categories of a bar chart."""
     key = step_key(params)
+    if key.startswith("m64"):
+        split_en = f", split-K ×{params['splits']}" if key == "m64_split" else ""
+        split_zh = f"，split-K ×{params['splits']}" if key == "m64_split" else ""
+        return f"fine-grained, 64×128 tile{split_en} · 细粒度，64×128 分块{split_zh}"
     if short and key in _SHORT:
         return _SHORT[key]
     if short and key.startswith("per_tensor"):
@@ -338,6 +345,49 @@ def counters_rows() -> list[dict[str, Any]]:
                     "duration_us": m["duration_ns"] / 1e3, "dram_read_mb": m["dram_read_bytes"] / 1e6,
                     "dram_pct": m["dram_pct"]})
     return out
+
+
+def small_m_run() -> dict[str, Any]:
+    """The recorded run of the decode shapes (M = 64, 128): the 64-row kernel beside the 128-row one and
+    the per-tensor 128×128 kernel, each paired with cuBLASLt: {"records", "provenance", "file"}."""
+    for path in results.recorded_files():
+        data = results.load(path)
+        if any(r["level"] == LEVEL_ID and r["params"].get("block_m") == 64 for r in data["records"]):
+            return {"records": data["records"], "provenance": data["provenance"], "file": path.name}
+    raise LookupError("no recorded run of the 64-row FP8 kernel · 没有 64 行 FP8 内核的实测记录")
+
+
+def small_m_counters() -> list[dict[str, Any]]:
+    """The recorded counters of the decode-shape steps at 64×7168×16384 (the file that profiles block_m=64)."""
+    for path in results.recorded_files():
+        data = results.load(path)
+        rows = data.get("fp8_counters", [])
+        if any(r["params"].get("block_m") == 64 for r in rows):
+            return [{**r, "provenance": data["provenance"]} for r in rows]
+    raise LookupError("no recorded counters of the 64-row FP8 kernel · 没有 64 行 FP8 内核的计数器记录")
+
+
+def small_m_table() -> Any:
+    """TFLOPS and the share of cuBLASLt (timed right before) of every decode-shape step, shape by shape;
+    then the counters at 64×7168×16384."""
+    from IPython.display import HTML
+
+    from .bilingual import split
+    from .diagrams import table
+
+    run = small_m_run()
+    rows = [r for r in run["records"] if r["level"] == LEVEL_ID]
+    body = [[shape_label(r), step_label(r["params"]), f"{r['tflops']:.1f}", f"{r['ratio_to_cublas']:.1%}",
+             f"{r['sm_clock_mhz']:.0f} MHz"] for r in rows]
+    first = table(["shape · 形状", "step · 步骤", "TFLOPS", "of cuBLASLt · 占 cuBLASLt", "SM clock · SM 时钟"], body)
+    counters = small_m_counters()
+    body2 = [[shape_label(r), step_label(r["params"]), f"{r['metrics']['tensor_pipe_pct']:.1f}%",
+              f"{r['metrics']['dram_pct']:.1f}%", f"{r['metrics']['duration_ns'] / 1e3:.1f} µs"] for r in counters]
+    second = table(["shape · 形状", "step · 步骤", "Tensor pipe busy · 张量流水线忙碌", "DRAM, % of peak · DRAM 占峰值",
+                    "time · 时间"], body2)
+    notes = f"<p><small>{split(where(run['provenance']))}</small></p>"
+    notes2 = f"<p><small>{split(where(counters[0]['provenance'], 'counters'))}</small></p>"
+    return HTML(first.data + notes + second.data + notes2)
 
 
 def counters_table() -> Any:

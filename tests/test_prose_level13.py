@@ -290,6 +290,38 @@ def _promotion(K, kind, kernel, bits=None):
                 and (bits is None or (r["fraction_bits"] == bits and r["promotion"] is False)))
 
 
+def test_a_tile_for_few_rows():
+    """The 64-row kernel's own recording: every decode shape, beside the 128-row kernel, paired with cuBLASLt."""
+    run = fr.small_m_run()
+    rows = [r for r in run["records"] if r["level"] == LEVEL_ID]
+    assert all(r["passed"] and r["max_error_ratio"] <= 1 for r in rows)
+
+    def get(shape, key):
+        return next(r for r in rows if (r["M"], r["N"], r["K"]) == shape and fr.step_key(r["params"]) == key)
+
+    shapes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
+    assert len(shapes) == 6 and all(m in (64, 128) for m, _, _ in shapes)
+    gains = [get(s, "m64")["tflops"] / get(s, "overlapped")["tflops"] - 1 for s in shapes]
+    assert min(gains) > 0  # "faster ... at every decode shape"
+    best = {s: max((r for r in rows if (r["M"], r["N"], r["K"]) == s and fr.step_key(r["params"]).startswith("m64")),
+                   key=lambda r: r["tflops"]) for s in shapes}
+    ratios = [b["ratio_to_cublas"] for b in best.values()]
+    assert max(ratios) < 1  # "passes cuBLASLt at none of them"
+    top = best[(64, 7168, 16384)]
+    assert top["ratio_to_cublas"] == max(ratios) and top["params"]["splits"] == 2
+    C = {(fr.step_key(r["params"]), r["params"].get("splits")): r["metrics"] for r in fr.small_m_counters()
+         if (r["M"], r["N"], r["K"]) == (64, 7168, 16384)}
+    says([
+        f"by {pct(min(gains))} to {pct(max(gains))}",
+        f"its best reaches between {pct(min(ratios))} and {pct(max(ratios))} of cuBLASLt: at 64×7168×16384, "
+        f"{top['tflops']:.1f} TFLOPS with two splits",
+        f"DRAM throughput rises from {C[('overlapped', 1)]['dram_pct']:.1f}% of its peak with the 128-row kernel to "
+        f"{C[('m64', 1)]['dram_pct']:.1f}% with the 64-row one ({C[('m64_split', 2)]['dram_pct']:.1f}% with two splits)",
+        f"falls from {C[('overlapped', 1)]['tensor_pipe_pct']:.1f}% to {C[('m64', 1)]['tensor_pipe_pct']:.1f}%",
+        f"a 64-row tile for few rows of A helps more, up to {pct(max(ratios))} of cuBLASLt",
+    ])
+
+
 def test_accuracy_what_promotion_buys():
     rows = ACCURACY["promotion"]
     Ks = sorted({r["K"] for r in rows})

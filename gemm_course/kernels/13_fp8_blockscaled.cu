@@ -19,7 +19,7 @@
 //
 //     C[m][n] = Σ over k-blocks kb of  a_scales[m][kb] · b_scales[n/128][kb] · Σ_{k in kb} A[m][k]·B[n][k]
 //
-// Two kernels, in the steps the chapter measures one by one:
+// Three kernels, in the steps the chapter measures one by one:
 //
 //   (a) fp8_gemm_per_tensor<BN>   one scale for all of A, one for all of B: they factor out of the sum,
 //                                 so the consumers accumulate the whole K in the Tensor Cores' registers
@@ -32,6 +32,8 @@
 //                                 m64n128k32. OVERLAP = false: each k-block is waited for, then promoted
 //                                 (the Tensor Cores idle meanwhile); OVERLAP = true: two partial-sum
 //                                 buffers, so the next k-block's wgmma runs while this one is promoted.
+//   (c) fp8_gemm_blockwise_m64    kernel (b) for few rows of A (decode shapes): 64×128 tiles whose two
+//                                 consumers split the columns (m64n64k32 each); see the end of the file.
 //
 // SPLIT-K (kernel b, `splits` > 1). When C has few tiles (M = 64 or 128 rows of tokens against a
 // weight matrix: N/128 tiles for 132 SMs) each tile's k-blocks are cut into `splits` ranges, one work
@@ -153,23 +155,23 @@ struct WorkUnit {
     int tile, part, m0, n0, kb_begin, kb_end;
 };
 
-template <int BN>
+template <int BN, int BM = FP8_BM>
 __device__ __forceinline__ WorkUnit work_unit(int u, int M, int N, int k_blocks, int splits)
 {
-    const int tiles = ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN);
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
     WorkUnit w;
     w.tile = u % tiles;
     w.part = u / tiles;
-    tile_origin<FP8_BM, BN>(w.tile, M, N, w.m0, w.n0);
+    tile_origin<BM, BN>(w.tile, M, N, w.m0, w.n0);
     w.kb_begin = w.part * k_blocks / splits;          // the host keeps splits ≤ k_blocks: no empty unit
     w.kb_end = (w.part + 1) * k_blocks / splits;
     return w;
 }
 
-template <int BN>
+template <int BN, int BM = FP8_BM>
 __device__ __forceinline__ int unit_count(int M, int N, int splits)
 {
-    return ((M + FP8_BM - 1) / FP8_BM) * ((N + BN - 1) / BN) * splits;
+    return ((M + BM - 1) / BM) * ((N + BN - 1) / BN) * splits;
 }
 
 // --- the producer warpgroup (both kernels) ---------------------------------------------------------
@@ -180,29 +182,29 @@ __device__ __forceinline__ int unit_count(int M, int N, int splits)
 // One thread walks the same units in the same order as the consumers and keeps the ring full; a
 // stage is one TMA box of A (128 rows) and one of B (BN rows), both 128 bytes of k wide.
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, int BM = FP8_BM>
 __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap* map_b, unsigned a_base,
                                         unsigned b_base, unsigned long long* full, unsigned long long* empty,
                                         int M, int N, int K, int splits)
 {
-    constexpr int B_BYTES = BN * FP8_BK;
+    constexpr int A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
     int it = 0;  // k-blocks issued so far, over all units: position in the ring and its phase
-    for (int u = blockIdx.x; u < unit_count<BN>(M, N, splits); u += gridDim.x) {
-        const WorkUnit w = work_unit<BN>(u, M, N, k_blocks, splits);
+    for (int u = blockIdx.x; u < unit_count<BN, BM>(M, N, splits); u += gridDim.x) {
+        const WorkUnit w = work_unit<BN, BM>(u, M, N, k_blocks, splits);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++it) {
             const int s = it % STAGES;
             const unsigned bar = smem_u32(&full[s]);
             mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // first round: passes at once
-            mbar_expect_bytes(bar, FP8_A_BYTES + B_BYTES);          // parts past the edges count too (zeros)
-            tma_load(a_base + s * FP8_A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
+            mbar_expect_bytes(bar, A_BYTES + B_BYTES);              // parts past the edges count too (zeros)
+            tma_load(a_base + s * A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
             tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
         }
     }
 }
 
 // Barriers, then the producer's side. Returns false in the producer warpgroup (its work is done).
-template <int BN, int STAGES>
+template <int BN, int STAGES, int BM = FP8_BM>
 __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const TensorMap* map_b, unsigned a_base,
                                             unsigned b_base, unsigned long long* full, unsigned long long* empty,
                                             int M, int N, int K, int splits)
@@ -217,7 +219,7 @@ __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const Tensor
     __syncthreads();
     if (threadIdx.x < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) produce<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits);
+        if (threadIdx.x == 0) produce<BN, STAGES, BM>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits);
         return false;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -268,10 +270,11 @@ fp8_gemm_per_tensor(const TensorMap* __restrict__ map_a, const TensorMap* __rest
 // --- (b) 1×128 scales of A, 128×128 scales of B, promotion once per k-block -----------------------------
 
 // acc += part · scale of its row: registers 4j, 4j+1 belong to row my_row, 4j+2, 4j+3 to row my_row + 8.
-__device__ __forceinline__ void promote(float (&acc)[64], const float (&part)[64], float top, float bottom)
+template <int REGS>
+__device__ __forceinline__ void promote(float (&acc)[REGS], const float (&part)[REGS], float top, float bottom)
 {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < REGS / 4; ++j) {
         acc[4 * j] = fmaf(part[4 * j], top, acc[4 * j]);
         acc[4 * j + 1] = fmaf(part[4 * j + 1], top, acc[4 * j + 1]);
         acc[4 * j + 2] = fmaf(part[4 * j + 2], bottom, acc[4 * j + 2]);
@@ -297,12 +300,13 @@ struct StoreTo {
     __device__ void operator()(float* p, float& v) const { __stcg(p, v); }
 };
 
-template <typename Visit>
-__device__ __forceinline__ void each_element(float (&acc)[64], float* top, int M, int N, int row, int col, Visit visit)
+template <int REGS, typename Visit>
+__device__ __forceinline__ void each_element(float (&acc)[REGS], float* top, int M, int N, int row, int col,
+                                             Visit visit)
 {
     float* bottom = top + 8 * (size_t)N;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < REGS / 4; ++j) {
         const int c = col + 8 * j;
         if (c >= N) continue;
         const bool pair = c + 1 < N;
@@ -330,12 +334,14 @@ __device__ __forceinline__ int arrive_acq_rel(int* counter)
     return old;
 }
 
-__device__ __forceinline__ void finish_split_unit(float (&acc)[64], float* workspace, int* tile_counters,
-                                                  int splits, const WorkUnit& w, u16* C, int M, int N, int rows,
-                                                  int thread, int* last_flag)
+template <int REGS>
+__device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* workspace, int* tile_counters,
+                                                  int splits, const WorkUnit& w, u16* C, int M, int N, int m0,
+                                                  int n0, int thread, int* last_flag)
 {
-    const int row = w.m0 + rows + (thread / 32) * 16 + (thread % 32) / 4;  // and row + 8
-    const int col = w.n0 + (thread % 4) * 2;
+    // m0, n0: where this consumer's 64 rows × REGS/2 columns of C start
+    const int row = m0 + (thread / 32) * 16 + (thread % 32) / 4;  // and row + 8
+    const int col = n0 + (thread % 4) * 2;
     const size_t slice = (size_t)M * N;
     each_element(acc, workspace + w.part * slice + (size_t)row * N + col, M, N, row, col, StoreTo{});
     asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both consumer warpgroups have stored
@@ -347,13 +353,13 @@ __device__ __forceinline__ void finish_split_unit(float (&acc)[64], float* works
     // of a row's loads before the first addition, so their latencies overlap instead of adding up.
     // acc, already stored, holds the total: no more registers than the main loop needs.
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;
     const bool top_ok = row < M, bottom_ok = row + 8 < M;
     for (int q = 0; q < splits; ++q) {
         const float* top = workspace + q * slice + (size_t)row * N + col;
         const float* bottom = top + 8 * (size_t)N;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
+        for (int j = 0; j < REGS / 4; ++j) {
             const int c = col + 8 * j;
             const bool first = c < N, second = c + 1 < N;  // second implies first
             const float a = top_ok && first ? top[8 * j] : 0.0f, b = top_ok && second ? top[8 * j + 1] : 0.0f;
@@ -365,7 +371,7 @@ __device__ __forceinline__ void finish_split_unit(float (&acc)[64], float* works
             acc[4 * j + 3] += e;
         }
     }
-    store_tile_bf16(acc, 1.0f, C, M, N, w.m0 + rows, w.n0, thread);
+    store_tile_bf16(acc, 1.0f, C, M, N, m0, n0, thread);
     if (threadIdx.x == 128) tile_counters[w.tile] = 0;  // ready for the next launch
 }
 
@@ -462,6 +468,90 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
         if (splits == 1)
             store_tile_bf16(acc, 1.0f, C, M, N, w.m0 + rows, w.n0, thread);  // the scales are already in acc
         else
-            finish_split_unit(acc, workspace, tile_counters, splits, w, C, M, N, rows, thread, &last_flag);
+            finish_split_unit(acc, workspace, tile_counters, splits, w, C, M, N, w.m0 + rows, w.n0, thread,
+                              &last_flag);
+    }
+}
+
+// --- (c) the same scales and promotion for FEW ROWS of A: 64×128 tiles ----------------------------------
+//
+// With M = 64 tokens, kernel (b)'s 128-row tile computes 64 rows of zeros: half of every wgmma is
+// wasted, and N/128 tiles leave most SMs idle. Here a tile is 64 rows × 128 columns, and the two
+// consumers split it by COLUMNS: consumer c computes columns 64c…64c+63 with m64n64k32 (32 accumulators
+// per thread, so acc + two partial sums = 96 registers). Both read the same 64 rows of A; their halves
+// of B start 64 rows × 128 B = 8 KB apart in the stage. The 128 columns are still one 128×128 scale tile
+// of B, so one B scale per k-block serves both. Promotion is overlapped as in (b), and split-K works
+// the same way.
+//
+//   stage:  A 64 rows × 128 B (8 KB)  |  B 128 rows × 128 B (16 KB): consumer 0 ← rows 0–63, 1 ← 64–127
+
+template <int STAGES>
+__global__ void __launch_bounds__(384, 1)
+fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
+                       const float* __restrict__ a_scales, const float* __restrict__ b_scales, u16* __restrict__ C,
+                       int M, int N, int K, int splits, float* __restrict__ workspace, int* __restrict__ tile_counters)
+{
+    constexpr int BM = 64, BN = 128, REGS = 32, A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
+    extern __shared__ unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ int last_flag;
+    const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
+    if (!start_roles<BN, STAGES, BM>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits)) return;
+
+    const int thread = threadIdx.x % 128, cols = (threadIdx.x / 128 - 1) * 64;  // this consumer's columns
+    const bool releaser = thread % 32 == 0;
+    const int my_row = (thread / 32) * 16 + (thread % 32) / 4;  // in the tile; and my_row + 8
+    const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
+    int it = 0;
+    for (int u = blockIdx.x; u < unit_count<BN, BM>(M, N, splits); u += gridDim.x) {
+        const WorkUnit w = work_unit<BN, BM>(u, M, N, k_blocks, splits);
+        const BlockScales scales{a_scales + (size_t)min(w.m0 + my_row, M - 1) * k_blocks,
+                                 a_scales + (size_t)min(w.m0 + my_row + 8, M - 1) * k_blocks,
+                                 b_scales + (size_t)(w.n0 / BN) * k_blocks};
+        float acc[REGS];
+#pragma unroll
+        for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;
+        float p0[REGS], p1[REGS];
+        float top0, bottom0, top1, bottom1;
+        auto issue = [&](float (&part)[REGS], float& top, float& bottom, int kb, int at) {
+            const int s = at % STAGES;
+            scales.at(kb, top, bottom);
+            mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
+            wgmma_fence();
+            wgmma_k_block(part, a_base + s * A_BYTES, b_base + s * B_BYTES + cols * FP8_BK, true);
+            wgmma_commit();
+        };
+        auto retire = [&](float (&part)[REGS], float top, float bottom, int at) {
+            pin(part);
+            if (releaser) mbar_arrive(smem_u32(&empty[at % STAGES]));
+            promote(acc, part, top, bottom);
+        };
+        const int first = it, count = w.kb_end - w.kb_begin;
+        issue(p0, top0, bottom0, w.kb_begin, first);
+        int i = 0;
+        for (; i + 2 < count; i += 2) {  // as in (b): p0's k-block i is in flight on entry
+            issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
+            wgmma_wait<1>();
+            retire(p0, top0, bottom0, first + i);
+            issue(p0, top0, bottom0, w.kb_begin + i + 2, first + i + 2);
+            wgmma_wait<1>();
+            retire(p1, top1, bottom1, first + i + 1);
+        }
+        if (i + 1 < count) {
+            issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
+            wgmma_wait<1>();
+            retire(p0, top0, bottom0, first + i);
+            wgmma_wait<0>();
+            retire(p1, top1, bottom1, first + i + 1);
+        } else {
+            wgmma_wait<0>();
+            retire(p0, top0, bottom0, first + i);
+        }
+        it += count;
+        if (splits == 1)
+            store_tile_bf16(acc, 1.0f, C, M, N, w.m0, w.n0 + cols, thread);
+        else
+            finish_split_unit(acc, workspace, tile_counters, splits, w, C, M, N, w.m0, w.n0 + cols, thread,
+                              &last_flag);
     }
 }

@@ -34,6 +34,24 @@ __device__ __forceinline__ void pin(float (&d)[REGS])
     for (int i = 0; i < REGS; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
+// n = 64: 32 accumulators per thread (the FP8 kernel for few rows of A uses it).
+#define GEMM_DEFINE_WGMMA_N64(NAME, SHAPE_TYPES, IMMEDIATES)                                                    \
+__device__ __forceinline__ void NAME(float (&d)[32], unsigned long long desc_a,                                 \
+                                     unsigned long long desc_b, int scale_d)                                    \
+{                                                                                                               \
+    asm volatile(                                                                                               \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                            \
+        "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {"                                                        \
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                     \
+        "%32, %33, p, " IMMEDIATES ";\n}\n"                                                                      \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),       \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])\
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                              \
+}
+
 #define GEMM_DEFINE_WGMMA_N128(NAME, SHAPE_TYPES, IMMEDIATES)                                                   \
 __device__ __forceinline__ void NAME(float (&d)[64], unsigned long long desc_a,                                 \
                                      unsigned long long desc_b, int scale_d)                                    \
@@ -122,15 +140,17 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[REGS], unsigned long lon
 // imm-scale-b"), so B must be stored N×K, each row of B contiguous along k, like each row of A.
 
 // FP8 (e4m3): k = 32 per instruction, and both operands K-major, so no transpose immediates.
+GEMM_DEFINE_WGMMA_N64(wgmma_m64n64k32_e4m3, "m64n64k32.f32.e4m3.e4m3", "1, 1")
 GEMM_DEFINE_WGMMA_N128(wgmma_m64n128k32_e4m3, "m64n128k32.f32.e4m3.e4m3", "1, 1")
 GEMM_DEFINE_WGMMA_N256(wgmma_m64n256k32_e4m3, "m64n256k32.f32.e4m3.e4m3", "1, 1")
 
-// One name for the FP8 kernels: the shape (n = 128 or 256) from the accumulator count.
+// One name for the FP8 kernels: the shape (n = 64, 128 or 256) from the accumulator count.
 template <int REGS>
 __device__ __forceinline__ void wgmma_m64k32_e4m3(float (&d)[REGS], unsigned long long desc_a,
                                                   unsigned long long desc_b, int scale_d)
 {
-    static_assert(REGS == 64 || REGS == 128, "FP8 wgmma wrappers exist for n = 128 and n = 256");
-    if constexpr (REGS == 64) wgmma_m64n128k32_e4m3(d, desc_a, desc_b, scale_d);
+    static_assert(REGS == 32 || REGS == 64 || REGS == 128, "FP8 wgmma wrappers exist for n = 64, 128 and 256");
+    if constexpr (REGS == 32) wgmma_m64n64k32_e4m3(d, desc_a, desc_b, scale_d);
+    else if constexpr (REGS == 64) wgmma_m64n128k32_e4m3(d, desc_a, desc_b, scale_d);
     else wgmma_m64n256k32_e4m3(d, desc_a, desc_b, scale_d);
 }
