@@ -595,7 +595,7 @@ def tp_model_rows(data: Sequence[Mapping[str, Any]], gpus: Sequence[int] = (2, 4
     links = calibration(data)["links"]
     out = []
     for dtype in dtypes:
-        rate, source = fp16_rate() if dtype == "float16" else fp32_rate(data)
+        rate, source = tp_one_gpu_rate(data, dtype, (M, H, F)) or (fp16_rate() if dtype == "float16" else fp32_rate(data))
         for P in gpus:
             for c in chunks:
                 plan = tp.make_plan(M, H, F, P, form, c)
@@ -612,6 +612,22 @@ def tp_model_rows(data: Sequence[Mapping[str, Any]], gpus: Sequence[int] = (2, 4
 def tp_measured(data: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The recorded tensor-parallel rows (empty until a run has measured them)."""
     return [dict(r, provenance=d["provenance"]) for d in data for r in d["multigpu"] if r["scheme"] == TENSOR_PARALLEL]
+
+
+def tp_one_gpu_rate(data: Sequence[Mapping[str, Any]], dtype: str,
+                    shape: tuple[int, int, int]) -> Optional[tuple[float, str]]:
+    """(TFLOPS, source) of the whole block on one GPU in this dtype, if a run measured it: the rate
+    that prices the model's compute on paper (the same GEMMs, one GPU, cuBLAS)."""
+    for r in tp_measured(data):
+        if r["gpus"] == 1 and r["dtype"] == dtype and (r["M"], r["H"], r["F"]) == tuple(shape):
+            return float(r["tflops"]), f"the measured one-GPU {dtype} block at {r['M']}×{r['H']}×{r['F']}"
+    return None
+
+
+def tp_measured_overlap(data: Sequence[Mapping[str, Any]], dtype: str, gpus: int = 2) -> dict[str, float]:
+    """The measured share of the communication that overlap hid, raw (it can be below 0), per form."""
+    return {r["form"]: float(r["overlap_fraction_raw"]) for r in tp_measured(data)
+            if r["overlap"] and r["dtype"] == dtype and r["gpus"] == gpus and r.get("overlap_fraction_raw") is not None}
 
 
 def pipeline_figure(data: Sequence[Mapping[str, Any]], gpus: int = 8, chunks: int = 4,
@@ -642,8 +658,11 @@ def pipeline_figure(data: Sequence[Mapping[str, Any]], gpus: int = 8, chunks: in
     fig = _base_layout(fig, f"one MLP block in {chunks} chunks on {gpus} GPUs (model) · {gpus} 个 GPU 上分成 "
                             f"{chunks} 块的一个 MLP 块（模型）", 260)
     fig.update_layout(margin=dict(l=130, r=10, b=50))
-    return fit_top(fig, f"{dtype}, {m['M']}×{m['H']}×{m['F']}: {hidden:.0%} of the communication hidden · "
-                        f"{hidden:.0%} 的通信被隐藏")
+    measured = tp_measured_overlap(data, dtype, gpus)
+    seen = "; ".join(f"{form} {frac:.0%}" for form, frac in sorted(measured.items()))
+    note = (f"; measured: {seen} · 实测：{seen}") if seen else ""
+    return fit_top(fig, f"{dtype}, {m['M']}×{m['H']}×{m['F']}: the model hides {hidden:.0%} of the communication · "
+                        f"模型隐藏 {hidden:.0%} 的通信{note}")
 
 
 def tp_table(data: Sequence[Mapping[str, Any]], gpus: Sequence[int] = (2, 4, 8), chunks: Sequence[int] = (1, 4)):
