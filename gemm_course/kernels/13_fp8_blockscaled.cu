@@ -375,6 +375,59 @@ __device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* wor
     if (threadIdx.x == 128) tile_counters[w.tile] = 0;  // ready for the next launch
 }
 
+// The overlapped k-loop of kernels (b) and (c): two partial sums in turn, so that while the CUDA cores
+// promote one k-block, the Tensor Cores already sum the next one into the other buffer. Unrolled by
+// two so that each buffer stays in fixed registers (a register array cannot be indexed by a run-time
+// value). a_tile / b_tile: this consumer's operands in stage 0; a stage is a_bytes / b_bytes further.
+//
+//   wgmma  | kb   → p0 | kb+1 → p1 | kb+2 → p0 | ...
+//   FMAs   |           | p0 += kb  | p1 += kb+1| ...
+template <int STAGES, int REGS>
+__device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const WorkUnit& w, int& it,
+                                                    const BlockScales& scales, unsigned a_tile, int a_bytes,
+                                                    unsigned b_tile, int b_bytes, unsigned long long* full,
+                                                    unsigned long long* empty, bool releaser)
+{
+    float p0[REGS], p1[REGS];
+    float top0, bottom0, top1, bottom1;  // each buffer's scales, loaded when its wgmma is issued
+    auto issue = [&](float (&part)[REGS], float& top, float& bottom, int kb, int at) {
+        const int s = at % STAGES;
+        scales.at(kb, top, bottom);  // used only after the wgmma: the load's latency hides
+        mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
+        wgmma_fence();  // part was read by its last promotion: order that before wgmma rewrites it
+        wgmma_k_block(part, a_tile + s * a_bytes, b_tile + s * b_bytes, true);
+        wgmma_commit();
+    };
+    // After a k-block's sum is in `part` (ring position `at`): free its stage, promote it.
+    auto retire = [&](float (&part)[REGS], float top, float bottom, int at) {
+        pin(part);
+        if (releaser) mbar_arrive(smem_u32(&empty[at % STAGES]));
+        promote(acc, part, top, bottom);
+    };
+    const int first = it, count = w.kb_end - w.kb_begin;
+    issue(p0, top0, bottom0, w.kb_begin, first);
+    int i = 0;
+    for (; i + 2 < count; i += 2) {  // on entry p0's k-block i is in flight, nothing else
+        issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
+        wgmma_wait<1>();  // p0's group is done; p1's keeps the Tensor Cores busy
+        retire(p0, top0, bottom0, first + i);
+        issue(p0, top0, bottom0, w.kb_begin + i + 2, first + i + 2);
+        wgmma_wait<1>();
+        retire(p1, top1, bottom1, first + i + 1);
+    }
+    if (i + 1 < count) {  // two k-blocks left: p0's is in flight
+        issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
+        wgmma_wait<1>();
+        retire(p0, top0, bottom0, first + i);
+        wgmma_wait<0>();
+        retire(p1, top1, bottom1, first + i + 1);
+    } else {              // one left
+        wgmma_wait<0>();
+        retire(p0, top0, bottom0, first + i);
+    }
+    it += count;
+}
+
 template <int STAGES, bool OVERLAP>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
@@ -419,51 +472,9 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
                 if (releaser) mbar_arrive(smem_u32(&empty[s]));  // stage s is read: the producer may refill it
                 promote(acc, part, top, bottom);
             }
-        } else {
-            // Two partial sums in turn: while the CUDA cores promote one k-block, the Tensor Cores
-            // already sum the next one into the other buffer. Unrolled by two so that each buffer
-            // stays in fixed registers (a register array cannot be indexed by a run-time value).
-            //
-            //   wgmma  | kb   → p0 | kb+1 → p1 | kb+2 → p0 | ...
-            //   FMAs   |           | p0 += kb  | p1 += kb+1| ...
-            float p0[BN / 2], p1[BN / 2];
-            float top0, bottom0, top1, bottom1;  // each buffer's scales, loaded when its wgmma is issued
-            auto issue = [&](float (&part)[BN / 2], float& top, float& bottom, int kb, int at) {
-                const int s = at % STAGES;
-                scales.at(kb, top, bottom);  // used only after the wgmma: the load's latency hides
-                mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
-                wgmma_fence();  // part was read by its last promotion: order that before wgmma rewrites it
-                wgmma_k_block(part, a_rows + s * FP8_A_BYTES, b_base + s * B_BYTES, true);
-                wgmma_commit();
-            };
-            // After a k-block's sum is in `part` (ring position `at`): free its stage, promote it.
-            auto retire = [&](float (&part)[BN / 2], float top, float bottom, int at) {
-                pin(part);
-                if (releaser) mbar_arrive(smem_u32(&empty[at % STAGES]));
-                promote(acc, part, top, bottom);
-            };
-            const int first = it, count = w.kb_end - w.kb_begin;
-            issue(p0, top0, bottom0, w.kb_begin, first);
-            int i = 0;
-            for (; i + 2 < count; i += 2) {  // on entry p0's k-block i is in flight, nothing else
-                issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
-                wgmma_wait<1>();  // p0's group is done; p1's keeps the Tensor Cores busy
-                retire(p0, top0, bottom0, first + i);
-                issue(p0, top0, bottom0, w.kb_begin + i + 2, first + i + 2);
-                wgmma_wait<1>();
-                retire(p1, top1, bottom1, first + i + 1);
-            }
-            if (i + 1 < count) {  // two k-blocks left: p0's is in flight
-                issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
-                wgmma_wait<1>();
-                retire(p0, top0, bottom0, first + i);
-                wgmma_wait<0>();
-                retire(p1, top1, bottom1, first + i + 1);
-            } else {              // one left
-                wgmma_wait<0>();
-                retire(p0, top0, bottom0, first + i);
-            }
-            it += count;
+        } else {  // two partial sums in turn: promote one while the Tensor Cores sum the next
+            overlapped_k_blocks<STAGES>(acc, w, it, scales, a_rows, FP8_A_BYTES, b_base, B_BYTES, full, empty,
+                                        releaser);
         }
         if (splits == 1)
             store_tile_bf16(acc, 1.0f, C, M, N, w.m0 + rows, w.n0, thread);  // the scales are already in acc
@@ -511,43 +522,8 @@ fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __r
         float acc[REGS];
 #pragma unroll
         for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;
-        float p0[REGS], p1[REGS];
-        float top0, bottom0, top1, bottom1;
-        auto issue = [&](float (&part)[REGS], float& top, float& bottom, int kb, int at) {
-            const int s = at % STAGES;
-            scales.at(kb, top, bottom);
-            mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
-            wgmma_fence();
-            wgmma_k_block(part, a_base + s * A_BYTES, b_base + s * B_BYTES + cols * FP8_BK, true);
-            wgmma_commit();
-        };
-        auto retire = [&](float (&part)[REGS], float top, float bottom, int at) {
-            pin(part);
-            if (releaser) mbar_arrive(smem_u32(&empty[at % STAGES]));
-            promote(acc, part, top, bottom);
-        };
-        const int first = it, count = w.kb_end - w.kb_begin;
-        issue(p0, top0, bottom0, w.kb_begin, first);
-        int i = 0;
-        for (; i + 2 < count; i += 2) {  // as in (b): p0's k-block i is in flight on entry
-            issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
-            wgmma_wait<1>();
-            retire(p0, top0, bottom0, first + i);
-            issue(p0, top0, bottom0, w.kb_begin + i + 2, first + i + 2);
-            wgmma_wait<1>();
-            retire(p1, top1, bottom1, first + i + 1);
-        }
-        if (i + 1 < count) {
-            issue(p1, top1, bottom1, w.kb_begin + i + 1, first + i + 1);
-            wgmma_wait<1>();
-            retire(p0, top0, bottom0, first + i);
-            wgmma_wait<0>();
-            retire(p1, top1, bottom1, first + i + 1);
-        } else {
-            wgmma_wait<0>();
-            retire(p0, top0, bottom0, first + i);
-        }
-        it += count;
+        overlapped_k_blocks<STAGES>(acc, w, it, scales, a_base, A_BYTES, b_base + cols * FP8_BK, B_BYTES, full,
+                                    empty, releaser);
         if (splits == 1)
             store_tile_bf16(acc, 1.0f, C, M, N, w.m0, w.n0 + cols, thread);
         else
