@@ -180,7 +180,7 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         if not args.out:
             raise ValueError("give --out FILE: the result file to write")
         if args.record:
-            sizes = [_size(s) for s in args.sizes.split(",")] if args.sizes else None
+            sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
             if args.small_m:
                 fp8_gemm.record_fp8(args.out, sizes or fp8_gemm.SMALL_M_SHAPES, fp8_gemm.SMALL_M_STEPS,
                                     bf16_baselines=False)
@@ -201,16 +201,6 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         print("no recorded FP8 results; on an H100/H200: python -m gemm_course fp8 --record --out FILE")
     for r in rows:
         print(fp8_gemm._row_text(r) + f"  {r['gpu']}, {r['date']}")
-
-
-def _size(text: str) -> Any:
-    try:
-        parts = [int(v) for v in text.lower().split("x")]
-    except ValueError:
-        parts = []
-    if len(parts) not in (1, 3) or min(parts) < 1:
-        raise ValueError(f"size {text!r}: give n (for n×n×n) or MxNxK, e.g. 64x7168x16384")
-    return parts[0] if len(parts) == 1 else tuple(parts)
 
 
 def cmd_summary(args: argparse.Namespace) -> None:

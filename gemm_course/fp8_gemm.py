@@ -568,8 +568,6 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
     import cupy
 
     from .bench import _write_json, provenance, time_gpu
-    from .dtypes import to_float64
-    from .fp8 import reference_gemm_fp8
 
     _require_hopper()
     say = progress or (lambda _: None)
@@ -603,8 +601,7 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             launch, C = prepare(a_bits, a_s, b_bits, b_s, scaling=scaling, **opts)
             C.fill(BF16_NAN)
             launch()
-            ratio = _check_rows(C, a_bits, a_s, b_bits, b_s, scaling, M, N, K, check_rows, to_float64,
-                                reference_gemm_fp8, cupy)
+            ratio = _check_rows(C, a_bits, a_s, b_bits, b_s, scaling, M, N, K, check_rows)
             fast = scaling == "per_tensor"
             base = _torch_scaled_mm(*operands["per_tensor"], M, N, K, fast)
             paired = time_gpu(base, **timing) if base else None
@@ -642,8 +639,12 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
 
 
 def _check_rows(C: Any, a_bits: Any, a_s: Any, b_bits: Any, b_s: Any, scaling: str, M: int, N: int, K: int,
-                check_rows: int, to_float64: Callable, reference: Callable, cupy: Any) -> float:
+                check_rows: int) -> float:
     """max |C − reference| / allowed over `check_rows` random rows of C (every column); NaN fails."""
+    import cupy
+
+    from .dtypes import to_float64
+    from .fp8 import reference_gemm_fp8 as reference
     pick = cupy.asarray(np.sort(np.random.default_rng(1).choice(M, min(M, check_rows), replace=False)))
     sa, sb = (a_s, b_s) if scaling == "blockwise" else full_scales(a_s, b_s, M, N, K)
     sa, sb = cupy.asarray(sa)[pick], cupy.asarray(sb)
