@@ -846,18 +846,19 @@ def require_simt(lv: Level) -> None:
 def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
               source: Optional[str] = None, *, extra_args: Sequence[Any] = (),
               timeout_s: Optional[float] = None, launch: Optional[Launch] = None, race_check: bool = True,
-              profile: bool = False) -> Optional[AccessLog]:
+              profile: bool = False, source_name: Optional[str] = None) -> Optional[AccessLog]:
     """C = A @ B with a level's kernel on the CPU; operands already validated (see launch.gemm).
 
     params: what kernel_name() and geometry() take. The kernel gets (A, B, C, M, N, K, *extra_args)
     (e.g. an epilogue level's bias vector, alpha and beta; None for a null pointer). launch: the
     geometry (default: the level's for these shapes; a batch adds grid z). profile: return the first
-    block's memory accesses (an AccessLog; needs race_check).
+    block's memory accesses (an AccessLog; needs race_check). source_name: the file name messages give the
+    source (default: the level's file name; the grader passes the learner's).
     """
     require_simt(lv)
     (M, K), N = A.shape[-2:], B.shape[-1]
     text = source if source is not None else lv.path.read_text(encoding="utf-8")
-    kernel = compile_kernel(text, lv.kernel_name(params), lv.source, race_check)
+    kernel = compile_kernel(text, lv.kernel_name(params), source_name or lv.source, race_check)
     names = ["A", "B", "C", "M", "N", "K"] + [f"argument {6 + i}" for i in range(len(extra_args))]
     if lv.epilogue and len(extra_args) == 3:
         names[6:] = ["bias", "alpha", "beta"]

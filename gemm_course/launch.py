@@ -154,7 +154,8 @@ def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, 
 
 
 def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = None,
-         source: Optional[str] = None, backend: str = "auto", race_check: bool = True, **params: Any) -> Any:
+         source: Optional[str] = None, backend: str = "auto", race_check: bool = True,
+         source_name: Optional[str] = None, **params: Any) -> Any:
     """C = A @ B with a level's kernel. Returns C (a new array or out).
 
     backend="cuda": A, B are row-major CuPy arrays and the kernel runs on the GPU.
@@ -169,13 +170,14 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     source replaces the level's CUDA file with your own edited copy (same kernel names).
     race_check (CPU backend): report two threads touching one shared-memory word between two
     barriers, one of them writing, as cpu_backend.KernelRaceError (naming both lines); False
-    skips the check (faster).
+    skips the check (faster). source_name (CPU backend): the file name its messages give your source
+    (default: the level's file name).
     """
     lv = get_level(level)
     params, epilogue = _split_epilogue(lv, params)
     resolved = lv.resolve(**params)
     if resolve_backend(backend) == "cpu":
-        return _gemm_cpu(lv, resolved, A, B, out, source, epilogue, race_check)
+        return _gemm_cpu(lv, resolved, A, B, out, source, epilogue, race_check, source_name)
     device.require_gpu(f"running level {lv.id}")
     import cupy
 
@@ -216,7 +218,7 @@ def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
 
 
 def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, source: Optional[str],
-              epilogue: Optional[Epilogue], race_check: bool = True) -> Any:
+              epilogue: Optional[Epilogue], race_check: bool = True, source_name: Optional[str] = None) -> Any:
     from . import cpu_backend
 
     cpu_backend.require_simt(lv)
@@ -231,5 +233,5 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
     C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=storage_dtype(lv.c_type(resolved, dtype_name(A))))
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
     cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra,
-                          launch=launch, race_check=race_check)
+                          launch=launch, race_check=race_check, source_name=source_name)
     return C

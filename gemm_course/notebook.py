@@ -802,10 +802,10 @@ def exercise(exercise_id: str) -> Any:
     from .exercises import get_exercise
 
     ex = get_exercise(exercise_id)
-    kinds_zh = {"write": "编写", "fix": "修复", "design": "设计"}
-    display(_html(f"<b>Exercise {html.escape(ex.id)}</b> ({ex.kind}, Level {get_level(ex.level).number}): "
+    kinds_zh = {"write": "编写", "fix": "修复", "design": "设计", "predict": "预测"}
+    display(_html(f"<b>Exercise {html.escape(ex.id)}</b> ({ex.kind}, Level {ex.number}): "
                   f"<b>{html.escape(ex.title_en)}</b></p><p>{_inline_markdown(ex.statement_en)}",
-                  f"<b>练习 {html.escape(ex.id)}</b>（{kinds_zh[ex.kind]}，第 {get_level(ex.level).number} 级）："
+                  f"<b>练习 {html.escape(ex.id)}</b>（{kinds_zh[ex.kind]}，第 {ex.number} 级）："
                   f"<b>{html.escape(ex.title_zh)}</b></p><p>{_inline_markdown(ex.statement_zh)}"))
     return None
 

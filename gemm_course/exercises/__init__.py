@@ -1,10 +1,18 @@
 """Exercises: one folder per exercise, the registry that reads them, and the grader (grade.py).
 
 Each folder under gemm_course/exercises/ holds
-    exercise.json   id, level, kind (write / fix / design), the level's parameters the kernel is
-                    launched with, title, statement and hints in English and Chinese, the checks
-    starter.cu      the kernel the learner starts from (a copy of the level's file with gaps or a bug)
-    solution.cu     a reference solution
+    exercise.json   id, level, kind (write / fix / design / predict), the level's parameters the kernel
+                    is launched with, title, statement and hints in English and Chinese, the checks;
+                    optionally "runner" (how the answer is run: by default "level_kernel", the level's
+                    kernel on the CPU backend, or "tensor_core" for a Tensor Core level; the others
+                    are listed in grade.RUNNERS)
+    starter.cu      the kernel the learner starts from (a copy of the level's file with gaps or a bug;
+                    starter.txt for an answer that is not a kernel, e.g. a prediction)
+    solution.cu     a reference solution (solution.txt likewise)
+
+An exercise's level is a level of the registry (levels.py), or one of the chapters outside it
+(CHAPTERS: Level 0, the CUDA basics; Level 12, several GPUs; Level 13, FP8), whose exercises name
+their own runner.
 
 The grader runs the learner's kernel through the CPU backend on odd shapes (no GPU needed), with
 the race detector on, then the checks the lesson is about: the warp access profile (sectors per
@@ -24,10 +32,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..levels import get_level
+from ..levels import get_level, levels
 
 EXERCISE_DIR = Path(__file__).parent
-KINDS = ("write", "fix", "design")
+KINDS = ("write", "fix", "design", "predict")
+
+# Chapters with exercises that are not levels of the registry: id -> (number, English title, Chinese title).
+CHAPTERS: dict[str, tuple[int, str, str]] = {
+    "00_cuda_basics": (0, "The CUDA programming model", "CUDA 编程模型"),
+    "12_multi_gpu": (12, "One GEMM on several GPUs", "多 GPU 上的 GEMM"),
+    "13_fp8_blockscaled": (13, "FP8 with fine-grained scales", "细粒度缩放的 FP8"),
+}
+
+
+def level_id(level: Any) -> str:
+    """The id of a registry level or of a chapter in CHAPTERS (by id, number or short name)."""
+    for cid, (number, _, _) in CHAPTERS.items():
+        if level in (cid, number, cid.split("_", 1)[1]) or str(level) == str(number) or \
+                (isinstance(level, str) and level.isdigit() and int(level) == number):
+            return cid
+    try:
+        return get_level(level).id
+    except ValueError:
+        known = sorted([*CHAPTERS, *(lv.id for lv in levels())])
+        raise ValueError(f"unknown level {level!r}; levels with exercises: {', '.join(known)}") from None
+
+
+def level_number(level: str) -> int:
+    return CHAPTERS[level][0] if level in CHAPTERS else get_level(level).number
 
 
 @dataclass(frozen=True)
@@ -43,17 +75,35 @@ class Exercise:
     hints: tuple[tuple[str, str], ...]   # (english, chinese), in the order to reveal them
     checks: tuple[dict, ...]
     folder: Path
+    runner: str = "level_kernel"
+    data: Optional[dict] = None          # the whole exercise.json, for runners and checks that need more
+
+    @property
+    def number(self) -> int:
+        """The level's number (0 to 13)."""
+        return level_number(self.level)
+
+    def _file(self, stem: str) -> Path:
+        found = [p for p in (self.folder / f"{stem}.cu", self.folder / f"{stem}.txt") if p.is_file()]
+        if not found:
+            raise FileNotFoundError(f"{self.folder}: no {stem}.cu or {stem}.txt")
+        return found[0]
 
     @property
     def starter(self) -> str:
-        return (self.folder / "starter.cu").read_text(encoding="utf-8")
+        return self._file("starter").read_text(encoding="utf-8")
 
     @property
     def solution(self) -> str:
-        return (self.folder / "solution.cu").read_text(encoding="utf-8")
+        return self._file("solution").read_text(encoding="utf-8")
+
+    @property
+    def answer_suffix(self) -> str:
+        """".cu" for a kernel, ".txt" for another kind of answer (a prediction, a Python function)."""
+        return self._file("starter").suffix
 
     def as_row(self) -> dict[str, Any]:
-        return {"id": self.id, "level": self.level, "kind": self.kind, "title_en": self.title_en,
+        return {"id": self.id, "level": self.level, "number": self.number, "kind": self.kind, "title_en": self.title_en,
                 "title_zh": self.title_zh, "params": self.params, "checks": [c["type"] for c in self.checks],
                 "hints": len(self.hints)}
 
@@ -64,25 +114,33 @@ def _load(folder: Path) -> Exercise:
         raise ValueError(f"{folder}: its exercise.json says id {data['id']!r}; the folder name must match")
     if data["kind"] not in KINDS:
         raise ValueError(f"{folder}: kind must be one of {KINDS}")
-    lv = get_level(data["level"])
-    lv.resolve(**data.get("params", {}))  # the setting must be valid
-    return Exercise(data["id"], lv.id, data["kind"], data.get("params", {}), data["title"]["en"], data["title"]["zh"],
+    level = level_id(data["level"])
+    if level in CHAPTERS:
+        runner = data.get("runner")
+        if not runner:
+            raise ValueError(f"{folder}: level {level} is not in the registry; name a runner")
+    else:
+        lv = get_level(level)
+        lv.resolve(**data.get("params", {}))  # the setting must be valid
+        runner = data.get("runner", "tensor_core" if lv.uses_tensor_cores else "level_kernel")
+    return Exercise(data["id"], level, data["kind"], data.get("params", {}), data["title"]["en"], data["title"]["zh"],
                     data["statement"]["en"], data["statement"]["zh"],
-                    tuple((h["en"], h["zh"]) for h in data.get("hints", [])), tuple(data.get("checks", [])), folder)
+                    tuple((h["en"], h["zh"]) for h in data.get("hints", [])), tuple(data.get("checks", [])), folder,
+                    runner, data)
 
 
 @functools.lru_cache(maxsize=1)
 def _all() -> tuple[Exercise, ...]:
     folders = sorted(p for p in EXERCISE_DIR.iterdir() if (p / "exercise.json").is_file())
-    return tuple(sorted((_load(f) for f in folders), key=lambda e: (get_level(e.level).number, e.id)))
+    return tuple(sorted((_load(f) for f in folders), key=lambda e: (e.number, e.id)))
 
 
 def exercises(level: Optional[Any] = None) -> list[Exercise]:
     """Every exercise, in level order (one level's if given: id, number or short name)."""
     if level is None:
         return list(_all())
-    lv = get_level(level)
-    return [e for e in _all() if e.level == lv.id]
+    wanted = level_id(level)
+    return [e for e in _all() if e.level == wanted]
 
 
 def get_exercise(exercise_id: str) -> Exercise:
@@ -94,4 +152,4 @@ def get_exercise(exercise_id: str) -> Exercise:
 
 from .grade import Verdict, grade  # noqa: E402  (the grader needs the registry above)
 
-__all__ = ["Exercise", "Verdict", "exercises", "get_exercise", "grade"]
+__all__ = ["CHAPTERS", "Exercise", "Verdict", "exercises", "get_exercise", "grade", "level_id"]

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..levels import get_level
-from . import Exercise, exercises
+from . import CHAPTERS, Exercise, exercises
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 TAG = "exercise"
@@ -46,7 +45,7 @@ def _code(text: str) -> dict[str, Any]:
 
 
 def exercise_cells(ex: Exercise, number: int) -> list[dict[str, Any]]:
-    level = get_level(ex.level).number
+    level = ex.number
     return [
         _markdown(f"### Exercise {level}.{number}: {ex.title_en}", "en"),
         _markdown(f"### 练习 {level}.{number}：{ex.title_zh}", "zh"),
@@ -89,8 +88,8 @@ def sync(notebook: Path) -> bool:
 def main() -> None:
     from ..levels import levels
 
-    for lv in levels():
-        path = NOTEBOOK_DIR / f"{lv.id}.ipynb"
+    for level in [*(lv.id for lv in levels()), *CHAPTERS]:
+        path = NOTEBOOK_DIR / f"{level}.ipynb"
         if path.exists() and sync(path):
             print(f"updated {path.name}")
 

@@ -1,10 +1,23 @@
-"""The one grader: correctness on the CPU backend (odd shapes, race detector on), then the checks the
-lesson is about. A verdict is a list of steps, each passed or failed with a message the learner can
-act on, in English and Chinese; a step that could not run here says so and is not a pass."""
+"""The one grader: the answer is run (for a kernel: on the CPU backend on graded shapes, race detector
+on), then the checks the lesson is about. A verdict is a list of steps, each passed, failed, or not
+verified here, with a message the learner can act on, in English and Chinese with the same detail.
+
+How an answer is run is the exercise's runner (RUNNERS; "level_kernel" launches it as the level's
+kernel); each check of exercise.json names its type in CHECKS. Both tables hold "module:function"
+paths inside gemm_course.exercises, imported when first used, so a topic's grading lives beside it.
+
+    runner(attempt) -> list[Step]            the steps that run the answer (compile, correct, ...)
+    check(attempt, check_dict) -> Step | list[Step]
+
+A verdict's status: "solved" (every step passed), "failed" (a step failed), "not_verified" (none
+failed, but a step could not run here, e.g. a Tensor Core kernel's result without a GPU). The command
+line exits 0, 1 and 3 for them."""
 from __future__ import annotations
 
+import importlib
+import random
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -19,24 +32,52 @@ TENSOR_CORE_SHAPES: tuple[tuple[int, int, int], ...] = ((64, 64, 64), (128, 200,
 GPU_TIMEOUT_S = 120
 TIMING_SIZE = 2048  # big enough to fill an H200 with any level's tiles, small enough to time in seconds
 
+EXIT_CODES = {"solved": 0, "failed": 1, "not_verified": 3}
+"""The command line's exit code per verdict status (2 is a usage error)."""
+
 
 @dataclass(frozen=True)
 class Step:
-    name: str          # "compile", "correct", "race", "sectors", "wavefronts", "sass", "registers", "gpu"
+    name: str          # "compile", "correct", "race", "sectors", "wavefronts", "sass", "registers", "gpu", ...
     passed: Optional[bool]   # None: could not be checked here
     en: str
     zh: str
 
 
 @dataclass
+class Attempt:
+    """One grading: the exercise, the learner's answer, the name its messages use, and the seed of the
+    random shape and inputs (printed in the verdict, so that a failure can be reproduced)."""
+    exercise: Any
+    source: str
+    file_name: str = "my_kernel.cu"
+    seed: int = 0
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed)
+
+
+@dataclass
 class Verdict:
     exercise: str
     steps: list[Step] = field(default_factory=list)
+    seed: Optional[int] = None
+
+    @property
+    def status(self) -> str:
+        """"solved", "failed" or "not_verified" (no step failed, but one could not be checked here)."""
+        if not self.steps or any(s.passed is False for s in self.steps):
+            return "failed"
+        return "not_verified" if any(s.passed is None for s in self.steps) else "solved"
 
     @property
     def passed(self) -> bool:
-        """No step failed and every step ran, except a GPU run where no GPU is (said in the verdict)."""
-        return bool(self.steps) and all(s.passed or (s.passed is None and s.name == "gpu") for s in self.steps)
+        return self.status == "solved"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
 
     @property
     def failed_step(self) -> Optional[str]:
@@ -45,15 +86,50 @@ class Verdict:
     def lines(self, lang: str = "en") -> list[str]:
         mark = {True: "✓", False: "✗", None: "–"}
         unchecked = [s.name for s in self.steps if s.passed is None]
-        head = (f"{'PASS' if self.passed else 'FAIL'} {self.exercise}" if lang == "en"
-                else f"{'通过' if self.passed else '未通过'} {self.exercise}")
-        if self.passed and unchecked:
-            head += (f" (not checked here: {', '.join(unchecked)})" if lang == "en"
-                     else f"（这里未检查：{', '.join(unchecked)}）")
+        status = self.status
+        if lang == "en":
+            head = {"solved": "PASS", "failed": "FAIL", "not_verified": "COMPILED — not verified without a GPU"
+                    if "gpu" in unchecked else "NOT VERIFIED here"}[status] + f" {self.exercise}"
+            if status == "not_verified":
+                head += f" (not checked here: {', '.join(unchecked)})"
+            if self.seed is not None:
+                head += f" · seed {self.seed}"
+        else:
+            head = {"solved": "通过", "failed": "未通过", "not_verified": "已编译——没有 GPU，无法验证"
+                    if "gpu" in unchecked else "这里无法验证"}[status] + f" {self.exercise}"
+            if status == "not_verified":
+                head += f"（这里未检查：{', '.join(unchecked)}）"
+            if self.seed is not None:
+                head += f" · 随机种子 {self.seed}"
         return [head] + [f"  {mark[s.passed]} {s.name}: {s.en if lang == 'en' else s.zh}" for s in self.steps]
 
     def __str__(self) -> str:
         return "\n".join(self.lines("en") + [""] + self.lines("zh"))
+
+
+def _resolve(path: str) -> Callable:
+    """'module:function' inside gemm_course.exercises → the function."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
+RUNNERS: dict[str, str] = {
+    "level_kernel": "grade:run_level_kernel",        # a SIMT level's kernel, on the CPU backend
+    "tensor_core": "grade:run_tensor_core_kernel",   # a Tensor Core level's kernel: GPU build, GPU run where one is
+    "prediction": "predict:run",                     # numbers the learner predicts, measured by the checks
+    "cuda_basics": "chapters:run_cuda_basics",       # Level 0: a kernel launched like primer.run_kernel
+    "multi_gpu": "chapters:run_multi_gpu",           # Level 12
+    "fp8": "chapters:run_fp8",                       # Level 13
+}
+
+CHECKS: dict[str, str] = {
+    "sectors": "grade:profile_check",
+    "wavefronts": "grade:profile_check",
+    "sass": "grade:sass_check",
+    "registers": "grade:registers_check",
+    "index_math": "index_math:check",                # Tensor Core index math, run on the CPU
+    "predict": "predict:check",
+}
 
 
 def _first_lines(text: str, n: int = 8) -> str:
@@ -68,7 +144,8 @@ def _worst(C: np.ndarray, reference: np.ndarray) -> tuple[tuple[int, ...], float
     return tuple(int(i) for i in index), float(C[index]), float(reference[index])
 
 
-def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]) -> list[Step]:
+def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]],
+                    file_name: str = "my_kernel.cu") -> list[Step]:
     from .. import cpu_backend as cb
     from ..check import epilogue_inputs, random_operands, relative_error, tolerance
     from ..launch import gemm
@@ -86,7 +163,7 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
             if C_initial is not None:
                 C = C_initial
         try:
-            gemm(A, B, lv, out=C, source=source, backend="cpu", **run)
+            gemm(A, B, lv, out=C, source=source, backend="cpu", source_name=file_name, **run)
         except cb.CpuCompileError as err:
             detail = _first_lines(err.log or str(err))
             return [Step("compile", False, f"your kernel does not compile:\n{detail}",
@@ -116,9 +193,10 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
                  f"在 {shown} 上结果正确，没有共享内存竞争，没有越界访问")]
 
 
-def _profile_check(ex: Any, source: str, check: dict) -> Step:
+def profile_check(attempt: Attempt, check: dict) -> Step:
     from ..warp_access import profile
 
+    ex, source = attempt.exercise, attempt.source
     rows = profile(ex.level, *PROFILE_SHAPE, source=source, **ex.params)
     space = "global" if check["type"] == "sectors" else "shared"
     chosen = [r for r in rows if r.space == space and check.get("write") in (None, r.write)
@@ -140,8 +218,10 @@ def _profile_check(ex: Any, source: str, check: dict) -> Step:
                 f"所有被检查的访问都不超过理想{what_zh}的 {limit:g} 倍")
 
 
-def _sass_check(ex: Any, source: str, check: dict) -> Step:
+def sass_check(attempt: Attempt, check: dict) -> Step:
     from ..sass import disassemble, find_disassembler, instruction_mix
+
+    ex, source = attempt.exercise, attempt.source
 
     if find_disassembler() is None:
         return Step("sass", None, "no disassembler here (pip install nvidia-cuda-nvdisasm): not checked",
@@ -165,8 +245,10 @@ def _sass_check(ex: Any, source: str, check: dict) -> Step:
     return Step("sass", True, f"{arch} instruction mix: {wanted}", f"{arch} 指令构成符合要求：{wanted}")
 
 
-def _registers_check(ex: Any, source: str, check: dict) -> Step:
+def registers_check(attempt: Attempt, check: dict) -> Step:
     from ..compile import compile_report
+
+    ex, source = attempt.exercise, attempt.source
 
     lv = get_level(ex.level)
     report = compile_report(lv, arch=lv.build_arch or check.get("arch", "sm_90"), source=source, **ex.params)
@@ -282,33 +364,41 @@ def _gpu_child(spec_path: str) -> None:
     print(json.dumps({"timing": timing}), flush=True)
 
 
-def grade(exercise_id: str, source: Optional[str] = None) -> Verdict:
-    """Grade `source` (a whole kernel file's text; default: the exercise's starter) for an exercise."""
+def run_level_kernel(attempt: Attempt) -> list[Step]:
+    """A SIMT level's kernel on the CPU backend on the graded shapes, then (with a GPU) timed."""
+    return _correct_on_cpu(attempt.exercise, attempt.source, GRADE_SHAPES, attempt.file_name)
+
+
+def run_tensor_core_kernel(attempt: Attempt) -> list[Step]:
+    """A Tensor Core level's kernel: its GPU build (NVRTC) here; its run comes last, on a GPU only."""
+    return [_compile_for_gpu(attempt.exercise, attempt.source)]
+
+
+def grade(exercise_id: str, source: Optional[str] = None, *, file_name: Optional[str] = None,
+          seed: Optional[int] = None) -> Verdict:
+    """Grade `source` (a whole kernel file's text, or the answer an exercise asks for; default: the
+    exercise's starter) for an exercise. file_name: what messages call your file (default
+    my_kernel.cu); seed: the random shape's and inputs' seed (default: a fresh one, printed)."""
     from . import get_exercise
 
     ex = get_exercise(exercise_id)
     source = ex.starter if source is None else source
-    lv = get_level(ex.level)
-    verdict = Verdict(ex.id)
-    if lv.uses_tensor_cores:
-        verdict.steps.append(_compile_for_gpu(ex, source))
-    else:
-        verdict.steps += _correct_on_cpu(ex, source, GRADE_SHAPES)
-    if not verdict.passed and verdict.failed_step:
-        return verdict  # the lesson's checks assume a kernel that compiles and is right
+    seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
+    attempt = Attempt(ex, source, file_name or f"my_kernel{ex.answer_suffix}", seed)
+    verdict = Verdict(ex.id, seed=seed)
+    verdict.steps += _resolve(RUNNERS[ex.runner])(attempt)
+    if verdict.failed_step:
+        return verdict  # the lesson's checks assume an answer that runs and is right
     for check in ex.checks:
         kind = check["type"]
-        if kind in ("sectors", "wavefronts"):
-            verdict.steps.append(_profile_check(ex, source, check))
-        elif kind == "sass":
-            verdict.steps.append(_sass_check(ex, source, check))
-        elif kind == "registers":
-            verdict.steps.append(_registers_check(ex, source, check))
-        else:
+        if kind not in CHECKS:
             raise ValueError(f"exercise {ex.id}: unknown check {kind!r}")
-        if verdict.steps[-1].passed is False:
+        result = _resolve(CHECKS[kind])(attempt, check)
+        verdict.steps += result if isinstance(result, list) else [result]
+        if verdict.failed_step:
             return verdict
-    verdict.steps += _gpu_run(ex, source)
+    if ex.runner in ("level_kernel", "tensor_core"):
+        verdict.steps += _gpu_run(ex, source)
     return verdict
 
 
