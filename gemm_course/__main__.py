@@ -156,8 +156,13 @@ def cmd_check(args: argparse.Namespace) -> None:
             if skipped:
                 print(f"{lv.id}: {len(skipped)} settings skipped, they need a newer GPU than sm_{cc}")
         shapes = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if gpu else ODD_SHAPES[:4]  # the CPU backend runs thread by thread: small shapes
+        if not gpu and len(settings) > 20:  # the CPU backend takes seconds per setting: say so before the minutes go by
+            print(f"{lv.id}: {len(settings)} settings × {len(shapes)} shapes on the CPU backend (no GPU here), a few "
+                  "seconds each; Ctrl-C stops, --levels picks fewer levels", flush=True)
         checked = 0
-        for params in settings:
+        for n, params in enumerate(settings, 1):
+            if not gpu and len(settings) > 20 and n % 10 == 0:
+                print(f"  {lv.id}: {n} of {len(settings)} settings checked, {failures} failed so far", flush=True)
             for M, N, K in shapes:
                 if lv.shape_rules(M, N, K, params):  # a precondition of the kernel (e.g. K % 8 == 0)
                     continue
@@ -210,12 +215,13 @@ def cmd_summary(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return
-    print(f"{'level':<20} {'params':<44} {'dtype':<8} {'size':>16} {'TFLOPS':>8} {'cuBLAS':>8} {'ratio':>7}  GPU, date")
+    print(f"{'level':<20} {'params':<44} {'dtype':<11} {'size':>16} {'TFLOPS':>8} {'baseline':<18} {'TFLOPS':>8} "
+          f"{'ratio':>7}  GPU, date")
     for r in rows:
         size = f"{r['M']}×{r['N']}×{r['K']}"
         params = ",".join(f"{k}={v}" for k, v in r["params"].items())
-        print(f"{r['level']:<20} {params:<44} {r['dtype']:<8} {size:>16} {r['tflops']:8.2f} {r['cublas_tflops']:8.2f} "
-              f"{r['ratio_to_cublas']:7.1%}  {r['gpu']}, {r['date']}")
+        print(f"{r['level']:<20} {params:<44} {r['dtype']:<11} {size:>16} {r['tflops']:8.2f} {r['baseline']:<18} "
+              f"{r['baseline_tflops']:8.2f} {r['ratio_to_baseline']:7.1%}  {r['gpu']}, {r['date']}")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -228,9 +234,9 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_batched(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from .bench import METHOD, _write_json, bench_batched, provenance
+    from .bench import METHOD, SETTLE_S, _write_json, bench_batched, provenance
 
-    method = METHOD.format(min_reps=5, max_reps=50, budget_s=2.0, tf32=0).replace(
+    method = METHOD.format(min_reps=5, max_reps=50, budget_s=2.0, tf32=0, settle_s=SETTLE_S).replace(
         "cuBLAS (cupy.matmul", "cuBLAS strided-batched (cupy.matmul on 3-D arrays", 1)
     rows = bench_batched()
     if args.out:
@@ -301,21 +307,82 @@ def cmd_counters(args: argparse.Namespace) -> None:
     print(f"\nrecorded on {p['gpu']}, {p['date'][:10]}, {p['ncu']}; `{p['command']}`")
 
 
-def cmd_exercises(args: argparse.Namespace) -> None:
-    from .exercises import exercises
+def _lang(args: argparse.Namespace) -> str:
+    """The language of what the command prints: --zh, else the environment's (LANG=zh_CN...), else English."""
+    import os
 
+    if getattr(args, "zh", False):
+        return "zh"
+    return "zh" if os.environ.get("LANG", "").lower().startswith("zh") else "en"
+
+
+def cmd_exercises(args: argparse.Namespace) -> None:
+    from .exercises import exercises, get_exercise, progress
+
+    lang = _lang(args)
+    if args.action in ("show", "hint"):
+        if not args.exercise:
+            raise ValueError(f"say which exercise, e.g. `exercises {args.action} 02_missing_barrier"
+                             f"{' 1' if args.action == 'hint' else ''}`")
+        ex = get_exercise(args.exercise)
+        if args.action == "show":
+            title, statement = (ex.title_en, ex.statement_en) if lang == "en" else (ex.title_zh, ex.statement_zh)
+            head = f"Exercise {ex.id} (Level {ex.number}, {ex.kind}): {title}" if lang == "en" else \
+                f"练习 {ex.id}（第 {ex.number} 级）：{title}"
+            mine = "my_kernel.cu" if ex.answer_suffix == ".cu" else "my_answer.txt"
+            tail = (f"Start: python -m gemm_course grade {ex.id} --starter --print > {mine}; then edit {mine} and run "
+                    f"python -m gemm_course grade {ex.id} {mine}; hints: exercises hint {ex.id} 1 … {len(ex.hints)}"
+                    if lang == "en" else
+                    f"开始：python -m gemm_course grade {ex.id} --starter --print > {mine}；修改 {mine} 后运行 "
+                    f"python -m gemm_course grade {ex.id} {mine}；提示：exercises hint {ex.id} 1 … {len(ex.hints)}")
+            print(f"{head}\n\n{statement}\n\n{tail}")
+            return
+        if args.n is None or not str(args.n).isdigit() or not 1 <= int(args.n) <= len(ex.hints):
+            raise ValueError(f"{ex.id} has hints 1 to {len(ex.hints)}: `exercises hint {ex.id} 1` shows the first")
+        en, zh = ex.hints[int(args.n) - 1]
+        print((f"Hint {args.n} of {len(ex.hints)}: " if lang == "en" else f"提示 {args.n}/{len(ex.hints)}：")
+              + (en if lang == "en" else zh))
+        return
+    if args.action not in (None, "list"):
+        raise ValueError(f"unknown action {args.action!r}: use list, show ID or hint ID N")
+    if args.status:
+        rows = progress.status_rows(args.level)
+        if args.json:
+            print(json.dumps(rows, indent=1, ensure_ascii=False))
+            return
+        for r in rows:
+            label = progress.LABELS[r["best"]][0 if lang == "en" else 1]
+            tries = (f"{r['attempts']} attempt{'s' if r['attempts'] != 1 else ''}" if lang == "en"
+                     else f"尝试 {r['attempts']} 次")
+            print(f"{r['id']:<28} {label:<40} {tries if r['attempts'] else ''}")
+        print("\n" + progress.summary_line(rows, lang) + f"  ({progress.progress_path()})")
+        return
     rows = [e.as_row() for e in exercises(args.level)]
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return
     for r in rows:
-        print(f"{r['id']:<28} {r['level']:<22} {r['kind']:<7} {r['title_en']} · {r['title_zh']}")
+        print(f"{r['id']:<28} {r['level']:<22} {r['kind']:<7} {r['title_en'] if lang == 'en' else r['title_zh']}")
+
+
+def _read_answer(path_text: str) -> str:
+    """A learner's file as text, or one line saying why it cannot be read (ValueError)."""
+    from pathlib import Path
+
+    path = Path(path_text)
+    if not path.is_file():
+        raise ValueError(f"{path_text}: no such file / 没有这个文件")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path_text} is not UTF-8 text (byte {data[err.start]:#04x} at offset {err.start}): save it "
+                         f"as UTF-8 / {path_text} 不是 UTF-8 文本（偏移 {err.start} 处的字节 {data[err.start]:#04x}）："
+                         "请以 UTF-8 编码保存") from None
 
 
 def cmd_grade(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from .exercises import get_exercise, grade
+    from .exercises import get_exercise, grade, progress
 
     try:
         exercise = get_exercise(args.exercise)
@@ -324,19 +391,29 @@ def cmd_grade(args: argparse.Namespace) -> None:
         sys.exit(2)
     chosen = [bool(args.file), args.solution, args.starter]
     if sum(chosen) != 1:
-        print("python -m gemm_course grade: give exactly one of FILE.cu, --solution, --starter", file=sys.stderr)
+        print("python -m gemm_course grade: give exactly one of FILE, --solution, --starter", file=sys.stderr)
         sys.exit(2)
+    if args.print:
+        print(exercise.solution if args.solution else exercise.starter if args.starter else _read_answer(args.file),
+              end="")
+        return
     if args.file:
-        path = Path(args.file)
-        if not path.is_file():
-            print(f"python -m gemm_course grade: {args.file}: no such file", file=sys.stderr)
+        try:
+            source = _read_answer(args.file)
+        except ValueError as err:
+            print(f"python -m gemm_course grade: {err}", file=sys.stderr)
             sys.exit(2)
-        source = path.read_text(encoding="utf-8", errors="replace")
     else:
         source = exercise.solution if args.solution else exercise.starter
-    verdict = grade(exercise.id, source)
-    print(verdict)
-    sys.exit(0 if verdict.passed else 1)
+    from pathlib import Path
+
+    verdict = grade(exercise.id, source, file_name=Path(args.file).name if args.file else None, seed=args.seed)
+    print("\n".join(verdict.lines(_lang(args))))
+    if args.file:  # your own answer counts towards your progress; the shipped ones do not
+        warning = progress.record(verdict)
+        if warning:
+            print(warning, file=sys.stderr)
+    sys.exit(verdict.exit_code)
 
 
 def _int_list(text: str, what_en: str, what_zh: str, example: str) -> list[int]:
@@ -484,16 +561,25 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
 
-    p = sub.add_parser("exercises", help="list the exercises (no GPU needed)")
+    p = sub.add_parser("exercises", help="the exercises: list, show ID, hint ID N, --status (no GPU needed)")
+    p.add_argument("action", nargs="?", help="list (default), show ID (the statement) or hint ID N")
+    p.add_argument("exercise", nargs="?", help="with show or hint: the exercise id, e.g. 02_missing_barrier")
+    p.add_argument("n", nargs="?", help="with hint: which hint, 1, 2, ...")
     p.add_argument("--level", help="one level, e.g. 2 or 02_smem_tiling")
+    p.add_argument("--status", action="store_true", help="your progress: solved, not solved, not verified")
+    p.add_argument("--zh", action="store_true", help="in Chinese")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_exercises)
 
-    p = sub.add_parser("grade", help="grade your kernel for an exercise (exit 0 pass, 1 fail, 2 usage)")
+    p = sub.add_parser("grade", help="grade your answer for an exercise (exit 0 solved, 1 failed, 3 compiled but "
+                                     "not verified without a GPU, 2 usage)")
     p.add_argument("exercise", help="exercise id, e.g. 02_missing_barrier")
-    p.add_argument("file", nargs="?", help="your kernel file (.cu)")
+    p.add_argument("file", nargs="?", help="your kernel file (.cu) or answer (.txt)")
     p.add_argument("--solution", action="store_true", help="grade the reference solution")
-    p.add_argument("--starter", action="store_true", help="grade the starter kernel")
+    p.add_argument("--starter", action="store_true", help="grade the starter")
+    p.add_argument("--print", action="store_true", help="print the starter (or solution, or file) instead of grading it")
+    p.add_argument("--seed", type=int, help="the seed of the random shape and inputs (a verdict prints its seed)")
+    p.add_argument("--zh", action="store_true", help="the verdict in Chinese")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("levels", help="list the levels")
@@ -505,6 +591,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     except (ValueError, KeyError, RuntimeError) as err:  # a wrong input or a missing tool: one line, no traceback
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise SystemExit(f"python -m gemm_course {args.command}: {message}")
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        raise SystemExit(f"python -m gemm_course {args.command}: interrupted (Ctrl-C) / 已中断（Ctrl-C）") from None
     except BrokenPipeError:  # the reader went away (`summary | head`): stop quietly
         import os
 

@@ -1,11 +1,20 @@
 """The one timing harness, and the benchmark that writes recorded results.
 
 Method (recorded in every result file): CUDA events around each launch; one untimed call first
-(compilation, module load, cuBLAS handle creation); then repetitions until both a minimum count
-and a time budget are reached; before every repetition the L2 cache is flushed by writing a
-buffer four times its size, so every launch reads its operands from DRAM as a real workload would;
-we report the median and the spread (quartiles, min, max). cuBLAS is timed the same way in the
-same process on the same operands, so the ratio compares like with like.
+(compilation, module load, cuBLAS handle creation), then untimed launches for a short settling time
+so the clock and power reach the state the timed launches see; then repetitions until both a minimum
+count and a time budget are reached; before every repetition the L2 cache is flushed by writing a
+buffer four times its size, so every launch reads its operands from DRAM as a real workload would
+(this is why the inputs need no rotation through buffers larger than L2); we report the median and
+the spread (quartiles, min, max). cuBLAS is timed the same way in the same process on the same
+operands, so the ratio compares like with like.
+
+The SM clock a kernel ran at is measured where it runs: a probe kernel of a few blocks per SM reads
+each SM's cycle counter (clock64) and the GPU's nanosecond timer (%globaltimer) right before and
+right after every timed launch, so cycles elapsed over nanoseconds elapsed, on the same SM, is the
+clock across the timed region (``KernelClock``). NVML's reading is kept beside it as
+``nvml_sm_clock_mhz``: on an H200 it reports 1980 MHz while power-limited Tensor Core kernels run
+far below that.
 """
 from __future__ import annotations
 
@@ -32,14 +41,19 @@ from .levels import get_level
 from .launch import gemm
 from .models import gemm_flops
 
-METHOD = ("CUDA events around each launch; 1 untimed call, then at least {min_reps} and at most "
+CLOCK_METHOD = ("sm_clock_mhz: the kernel's own SM clock, Σ cycles / Σ ns per SM between a clock64 + "
+                "%globaltimer probe launched right before and right after each timed launch (one reading "
+                "per SM, the median over SMs); nvml_sm_clock_mhz: NVML's SM clock sampled about every "
+                "millisecond during the repetitions (median), a side reading only")
+METHOD = ("CUDA events around each launch; 1 untimed call and {settle_s} s of untimed launches to settle "
+          "the clock, then at least {min_reps} and at most "
           "{max_reps} timed repetitions within a {budget_s} s budget per configuration; L2 flushed "
-          "before every repetition by writing 4×L2 bytes; median with quartiles, min and max; the SM "
-          "clock sampled through NVML about every millisecond during the repetitions (median); "
+          "before every repetition by writing 4×L2 bytes (so no buffer rotation is needed); median with "
+          "quartiles, min and max; " + CLOCK_METHOD + "; "
           "cuBLAS (cupy.matmul on the same input dtype, CUPY_TF32={tf32}; fp16 inputs give fp16 C; "
           "bf16 inputs through cublasGemmEx with bf16 C and fp32 compute) timed the same way in the same "
           "run, once per size and again immediately before each kernel: the ratio to cuBLAS uses that "
-          "paired timing, so both ran at a similar clock; inputs "
+          "paired timing, each with its own measured clock; inputs "
           "uniform(−1, 1), checked against a float64 product before timing.")
 
 
@@ -51,15 +65,140 @@ class Timing:
     min_ms: float
     max_ms: float
     reps: int
-    # The SM clock while the repetitions ran (median of NVML samples, MHz): a power-capped GPU lowers
-    # it in long runs, so two timings compare fairly only at similar clocks. None where NVML is absent.
+    # The SM clock the timed launches ran at (MHz), measured on the SMs (KernelClock): a power-limited
+    # GPU lowers it, differently for different kernels, so two timings at different clocks are also
+    # compared in cycles (median_ms × clock). None where it was not measured (several GPUs).
     sm_clock_mhz: Optional[float] = None
+    # NVML's SM clock during the repetitions (median, MHz): a side reading; it need not be the
+    # clock the kernel ran at. None where NVML is absent.
+    nvml_sm_clock_mhz: Optional[float] = None
 
     @staticmethod
-    def from_samples(samples_ms: Sequence[float], sm_clock_mhz: Optional[float] = None) -> "Timing":
+    def from_samples(samples_ms: Sequence[float], sm_clock_mhz: Optional[float] = None,
+                     nvml_sm_clock_mhz: Optional[float] = None) -> "Timing":
         s = np.asarray(samples_ms, dtype=float)
         q1, med, q3 = np.percentile(s, [25, 50, 75])
-        return Timing(float(med), float(q1), float(q3), float(s.min()), float(s.max()), len(s), sm_clock_mhz)
+        return Timing(float(med), float(q1), float(q3), float(s.min()), float(s.max()), len(s), sm_clock_mhz,
+                      nvml_sm_clock_mhz)
+
+    @property
+    def megacycles(self) -> Optional[float]:
+        """The median time in SM cycles (millions): what two kernels at different clocks compare by."""
+        return None if self.sm_clock_mhz is None else self.median_ms * self.sm_clock_mhz / 1e3
+
+
+_CLOCK_PROBE_SOURCE = r"""
+// One reading per block: which SM, its cycle counter, the GPU's nanosecond timer. Thread 0 reads
+// clock64 and %globaltimer back to back, so the pair belongs to one moment on one SM.
+extern "C" __global__ void sm_clock_probe(unsigned long long* out) {
+    if (threadIdx.x != 0) return;
+    unsigned int sm;
+    unsigned long long ns;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    long long cycles = clock64();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    out[3 * blockIdx.x] = sm;
+    out[3 * blockIdx.x + 1] = (unsigned long long)cycles;
+    out[3 * blockIdx.x + 2] = ns;
+}
+
+// The other way to read a clock: a probe that runs alone and spins for span_ns, one block per SM.
+extern "C" __global__ void sm_clock_spin(unsigned long long* out, unsigned long long span_ns) {
+    if (threadIdx.x != 0) return;
+    unsigned int sm;
+    unsigned long long t0, t1;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    long long c0 = clock64();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1)); } while (t1 - t0 < span_ns);
+    long long c1 = clock64();
+    out[3 * blockIdx.x] = sm;
+    out[3 * blockIdx.x + 1] = (unsigned long long)(c1 - c0);
+    out[3 * blockIdx.x + 2] = t1 - t0;
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _clock_kernels() -> tuple[Any, Any]:
+    import cupy
+
+    module = cupy.RawModule(code=_CLOCK_PROBE_SOURCE)
+    return module.get_function("sm_clock_probe"), module.get_function("sm_clock_spin")
+
+
+class KernelClock:
+    """The SM clock across timed launches, read on the SMs themselves.
+
+    before() and after() each launch a probe of PROBE_BLOCKS_PER_SM tiny blocks per SM on the
+    current stream, right before and right after one timed launch; each block stores its SM's id,
+    clock64 and %globaltimer. Per SM, the cycles between its last reading before and its first
+    reading after, summed over the repetitions, over the nanoseconds between them, is the clock
+    that SM ran at across the timed launches (the launch gaps add a few microseconds to
+    milliseconds of kernel); the median over SMs is the kernel's clock. A probe that runs alone
+    (``spin_clock_mhz``) need not see the same clock: a light probe is not power-limited the way a
+    Tensor Core kernel is. The readings stay on the GPU until ``mhz`` (no synchronisation inside
+    the timed loop)."""
+
+    PROBE_BLOCKS_PER_SM = 2
+
+    def __init__(self, max_reps: int) -> None:
+        import cupy
+
+        self._sms = int(device.properties()["multiProcessorCount"])
+        self._blocks = self.PROBE_BLOCKS_PER_SM * self._sms
+        self._readings = cupy.zeros((max_reps, 2, self._blocks, 3), dtype=cupy.uint64)
+        self._rep = -1
+
+    def _probe(self, which: int) -> None:
+        probe, _ = _clock_kernels()
+        probe((self._blocks,), (32,), (self._readings[self._rep, which],))
+
+    def before(self) -> None:
+        self._rep += 1
+        self._probe(0)
+
+    def after(self) -> None:
+        self._probe(1)
+
+    @property
+    def mhz(self) -> Optional[float]:
+        if self._rep < 0:
+            return None
+        return clock_from_readings(self._readings[: self._rep + 1].get())
+
+
+def clock_from_readings(readings: Any) -> Optional[float]:
+    """The SM clock (MHz) from probe readings shaped (reps, 2, blocks, 3): for each repetition, a probe
+    before [0] and after [1] the timed launch, each block's (SM id, clock64, %globaltimer ns). Per SM, the
+    cycles from its last reading before to its first reading after, summed over repetitions, over the
+    nanoseconds between the same readings; the median over SMs. None without a usable pair."""
+    readings = np.asarray(readings).astype(np.int64)
+    cycles: dict[int, int] = {}
+    nanoseconds: dict[int, int] = {}
+    for rep in readings:
+        before = {int(sm): (c, t) for sm, c, t in sorted(rep[0], key=lambda r: r[2])}  # last reading wins
+        after = {int(sm): (c, t) for sm, c, t in sorted(rep[1], key=lambda r: -r[2])}  # first reading wins
+        for sm in before.keys() & after.keys():
+            dc, dt = after[sm][0] - before[sm][0], after[sm][1] - before[sm][1]
+            if dc > 0 and dt > 0:
+                cycles[sm] = cycles.get(sm, 0) + dc
+                nanoseconds[sm] = nanoseconds.get(sm, 0) + dt
+    per_sm = [cycles[sm] / nanoseconds[sm] * 1e3 for sm in cycles]
+    return float(np.median(per_sm)) if per_sm else None
+
+
+def spin_clock_mhz(span_ms: float = 5.0) -> Optional[float]:
+    """The SM clock a light probe sees when it runs alone: one block per SM spins for span_ms,
+    reading clock64 and %globaltimer at both ends (median over SMs, MHz)."""
+    import cupy
+
+    _, spin = _clock_kernels()
+    sms = int(device.properties()["multiProcessorCount"])
+    out = cupy.zeros((sms, 3), dtype=cupy.uint64)
+    spin((sms,), (32,), (out, np.uint64(int(span_ms * 1e6))))
+    rows = out.get().astype(np.int64)
+    return float(np.median([c / t * 1e3 for _, c, t in rows if t > 0])) if len(rows) else None
 
 
 class SmClockSampler:
@@ -125,12 +264,16 @@ def _l2_flush_buffer():
     return cupy.empty(max(4 * l2, 64 << 20) // 4, dtype=cupy.int32)
 
 
+SETTLE_S = 0.1  # untimed launches before the timed ones, so the clock settles where the kernel holds it
+
+
 def time_gpu(fn: Callable[[], Any], *, min_reps: int = 5, max_reps: int = 50, budget_s: float = 2.0,
-             flush_l2: bool = True, devices: Optional[Sequence[int]] = None) -> Timing:
-    """Time fn() on the GPU with CUDA events: median of repetitions, L2 flushed before each.
+             flush_l2: bool = True, devices: Optional[Sequence[int]] = None, settle_s: float = SETTLE_S) -> Timing:
+    """Time fn() on the GPU with CUDA events: median of repetitions, L2 flushed before each, the
+    kernel's own SM clock measured across the timed launches (KernelClock), NVML's beside it.
 
     devices: for work spread over several GPUs, the host clock between synchronisations of all of
-    them replaces the events (an event times one device's stream only).
+    them replaces the events (an event times one device's stream only); no kernel clock there.
     """
     import cupy
 
@@ -154,7 +297,13 @@ def time_gpu(fn: Callable[[], Any], *, min_reps: int = 5, max_reps: int = 50, bu
     fn()  # untimed: compile, load, create handles
     cupy.cuda.get_current_stream().synchronize()
     sync_all()
+    settle_until = time.perf_counter() + settle_s
+    while time.perf_counter() < settle_until:  # untimed: the clock settles under this kernel's load
+        fn()
+        cupy.cuda.get_current_stream().synchronize()
+        sync_all()
     samples: list[float] = []
+    kernel_clock = None if devices else KernelClock(max_reps)
     began = time.perf_counter()
     with SmClockSampler(cupy.cuda.Device().id) as clock:
         while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() - began < budget_s):
@@ -166,12 +315,15 @@ def time_gpu(fn: Callable[[], Any], *, min_reps: int = 5, max_reps: int = 50, bu
                 sync_all()
                 samples.append((time.perf_counter() - t0) * 1e3)
                 continue
+            kernel_clock.before()
             start.record()
             fn()
             stop.record()
+            kernel_clock.after()
             stop.synchronize()
             samples.append(cupy.cuda.get_elapsed_time(start, stop))
-    return Timing.from_samples(samples, clock.median_mhz)
+    cupy.cuda.get_current_stream().synchronize()
+    return Timing.from_samples(samples, kernel_clock.mhz if kernel_clock else None, clock.median_mhz)
 
 
 @functools.lru_cache(maxsize=None)
@@ -190,6 +342,20 @@ def _nvidia_smi(query: str) -> Optional[str]:
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def recorded_command(argv: Sequence[str]) -> str:
+    """The command line as a result file records it: `--out` keeps only the file's name, since the folder
+    belongs to the machine that recorded it (whoever reruns the command writes where they like)."""
+    from pathlib import Path
+
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word == "--out" and i + 1 < len(words):
+            words[i + 1] = Path(words[i + 1]).name
+        elif word.startswith("--out="):
+            words[i] = "--out=" + Path(word[len("--out="):]).name
+    return " ".join(["python -m gemm_course", *words])
 
 
 def provenance(method: str) -> dict[str, Any]:
@@ -219,7 +385,7 @@ def provenance(method: str) -> dict[str, Any]:
         "numpy": np.__version__,
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python -m gemm_course", *sys.argv[1:]]) if sys.argv else "",
+        "command": recorded_command(sys.argv[1:]) if sys.argv else "",
         "method": method,
     }
 
@@ -290,7 +456,7 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
     tf32 = os.environ.get("CUPY_TF32", "0")
     if tf32 != "0":
         raise RuntimeError("CUPY_TF32 is set: cuBLAS would use TF32 and not be an fp32 baseline; unset it")
-    method = METHOD.format(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, tf32=tf32)
+    method = METHOD.format(min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, tf32=tf32, settle_s=SETTLE_S)
     if result is None:
         result = {"schema": 1, "provenance": provenance(method), "records": []}
     elif method != result["provenance"]["method"] and method not in result["provenance"].get("other_methods", []):
@@ -335,7 +501,8 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
                 t = time_gpu(lambda: gemm(A, B, level, out=C, **run), **timing)
                 rec = _record(level, params, M, N, K, dtype, t, relative_error=err,
                               ratio_to_cublas=paired.median_ms / t.median_ms,
-                              cublas_paired_ms=paired.median_ms, cublas_paired_sm_clock_mhz=paired.sm_clock_mhz)
+                              cublas_paired_ms=paired.median_ms, cublas_paired_sm_clock_mhz=paired.sm_clock_mhz,
+                              cublas_paired_nvml_sm_clock_mhz=paired.nvml_sm_clock_mhz)
                 result["records"].append(rec)
                 progress(f"{M}×{N}×{K} {level} {params}: {t.median_ms:.3f} ms "
                          f"[{t.q1_ms:.3f}–{t.q3_ms:.3f}], {rec['tflops']:.2f} TFLOPS, "

@@ -78,13 +78,36 @@ class CheckResult:
                 f"relative error {self.relative_error:.2e} (bound {self.tolerance:.2e}){extra}")
 
 
+INPUT_TYPES = ("float32", "float64", "float16", "bfloat16")
+"""The input types random_operands makes (the levels take float32, float16 and bfloat16)."""
+
+
+def require_sizes(**sizes: Any) -> None:
+    """Refuse, in one line, a problem size that is not a positive whole number (M=0, -1, 2.5, "64")."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {value!r} (e.g. {name}=64) / "
+                             f"{name} 必须是正整数，而不是 {value!r}（例如 {name}=64）")
+
+
+def require_input_type(dtype: Any) -> None:
+    if dtype not in INPUT_TYPES:
+        raise ValueError(f"unknown input type {dtype!r}: use one of {', '.join(INPUT_TYPES)} / "
+                         f"未知的输入类型 {dtype!r}：请使用 {'、'.join(INPUT_TYPES)} 之一")
+
+
 def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Optional[int] = None,
                     xp: Any = None, batch: int = 0) -> tuple[Any, Any]:
     """Uniform(−1, 1) matrices: never zeros, so unwritten or mis-indexed outputs cannot hide.
 
-    dtype "bfloat16" gives uint16 arrays of bf16 bit patterns (see gemm_course.dtypes).
-    batch > 0: a batch of that many products, A of shape batch × M × K and B batch × K × N.
+    dtype "bfloat16" gives uint16 arrays of bf16 bit patterns (see gemm_course.dtypes); an integer type
+    is refused (U(−1, 1) would round to all zeros). batch > 0: a batch of that many products, A of shape
+    batch × M × K and B batch × K × N.
     """
+    require_sizes(M=M, N=N, K=K)
+    require_input_type(dtype)
+    if batch:
+        require_sizes(batch=batch)
     if xp is None:  # CuPy arrays on a GPU, NumPy arrays (for the CPU backend) without one
         from . import device
 
@@ -109,11 +132,19 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
     """
     lv = get_level(level)
     resolved = lv.resolve(**params)
+    require_sizes(M=M, N=N, K=K)
+    dtype = dtype or lv.dtypes[0]
+    require_input_type(dtype)
+    if dtype not in lv.dtypes:
+        raise ValueError(f"level {lv.id} takes {', '.join(lv.dtypes)} inputs, not {dtype} / "
+                         f"第 {lv.number} 级的输入类型是 {'、'.join(lv.dtypes)}，不是 {dtype}")
     if resolve_backend(backend) == "cpu":
+        from .cpu_backend import require_small
+
+        require_small(max(batch, 1) * M * N * K, f"{M}×{N}×{K}")  # before any work: refused at once, not after minutes
         xp = np
     else:
         import cupy as xp
-    dtype = dtype or lv.dtypes[0]
     A, B = random_operands(M, N, K, dtype, seed, xp, batch)
     c_type = lv.c_type(resolved, dtype)
     C = nan_filled(A.shape[:-1] + (N,), c_type, xp)  # poison: unwritten stays NaN
@@ -131,25 +162,27 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
                        tolerance(dtype, K, c_type), unwritten)
 
 
-def epilogue_inputs(p: dict, AB: Any, dtype: str, xp: Any, seed: Optional[int] = None) -> tuple[dict, Any, Any]:
+def epilogue_inputs(p: dict, AB: Any, dtype: str, xp: Any, seed: Optional[int] = None,
+                    alpha: float = 0.75, beta: float = 0.5) -> tuple[dict, Any, Any]:
     """Operands for an epilogue level and the float64 result it must produce.
 
-    Returns (gemm keyword arguments: a random bias if the setting has one, alpha 0.75, beta 0.5;
-    the initial C to pass as out= when the setting accumulates, else None; the reference
-    act(0.75·A·B + bias) + 0.5·C_old), given AB, the float64 product A·B.
+    Returns (gemm keyword arguments: a random bias if the setting has one, alpha, beta; the initial
+    C to pass as out= when the setting accumulates, else None; the reference
+    act(alpha·A·B + bias) + beta·C_old), given AB, the float64 product A·B.
     """
     M, N = AB.shape
     rng = xp.random.default_rng(None if seed is None else seed + 1)
     bias = (2.0 * rng.random(N) - 1.0).astype(dtype) if p["bias"] else None
     C_initial = (2.0 * rng.random((M, N)) - 1.0).astype(dtype) if p["accumulate"] else None
     C_old = C_initial.astype(xp.float64) if C_initial is not None else None
-    extra = {"bias": bias if bias is not None else False, "alpha": 0.75, "beta": 0.5}
-    return extra, C_initial, _epilogue_reference(p, AB, bias, C_old, xp)
+    extra = {"bias": bias if bias is not None else False, "alpha": alpha, "beta": beta}
+    return extra, C_initial, _epilogue_reference(p, AB, bias, C_old, xp, alpha, beta)
 
 
-def _epilogue_reference(p: dict, AB: Any, bias: Any, C_old: Any, xp: Any) -> Any:
-    """act(0.75·A·B + bias) + 0.5·C_old in float64, as check() runs an epilogue level."""
-    X = 0.75 * AB
+def _epilogue_reference(p: dict, AB: Any, bias: Any, C_old: Any, xp: Any, alpha: float = 0.75,
+                        beta: float = 0.5) -> Any:
+    """act(alpha·A·B + bias) + beta·C_old in float64, as check() runs an epilogue level."""
+    X = float(np.float32(alpha)) * AB
     if bias is not None:
         X = X + bias.astype(xp.float64)
     if p["activation"] == "relu":
@@ -159,7 +192,7 @@ def _epilogue_reference(p: dict, AB: Any, bias: Any, C_old: Any, xp: Any) -> Any
     elif p["activation"] != "none":
         raise ValueError(f"check() has no reference for activation {p['activation']!r}")
     if p["accumulate"]:
-        X = X + 0.5 * C_old
+        X = X + float(np.float32(beta)) * C_old
     return X
 
 

@@ -272,6 +272,15 @@ def _report_cached(level_id: str, params_key: tuple, arch: str, source: str) -> 
                          **usage)
 
 
+def normalize_arch(arch: Any) -> str:
+    """"sm_75" from "sm_75", "75", 75 or "SM_75" (and "sm_90a" from "90a"); a one-line error otherwise."""
+    text = str(arch).strip().lower()
+    if isinstance(arch, bool) or not text.removeprefix("sm_").rstrip("a").isdigit():
+        raise ValueError(f"arch must name a GPU architecture such as 'sm_75', 'sm_90' or 'sm_90a', not {arch!r} / "
+                         f"arch 应当是 'sm_75'、'sm_90' 或 'sm_90a' 这样的 GPU 架构名，而不是 {arch!r}")
+    return text if text.startswith("sm_") else f"sm_{text}"
+
+
 def default_arch() -> str:
     """The reader's GPU architecture if there is a GPU, else the H200's (sm_90)."""
     return device.arch() if device.gpu_available() else "sm_90"
@@ -281,11 +290,12 @@ def compile_report(level: str | int | Level, arch: Optional[str] = None, source:
                    **params: Any) -> CompileReport:
     """Registers, shared memory, stack, spills and occupancy of a level's kernel on an architecture.
 
-    Works with or without a GPU. arch defaults to the reader's GPU, or sm_90 without one.
+    Works with or without a GPU. arch defaults to the reader's GPU, or sm_90 without one; "sm_75", "75"
+    and 75 name the same architecture.
     """
     lv = get_level(level)
     resolved = lv.resolve(**params)
-    arch = arch or default_arch()
+    arch = normalize_arch(arch) if arch is not None else default_arch()
     if lv.arch_specific:  # wgmma and setmaxnreg exist on sm_90a only
         if arch.rstrip("a") != f"sm_{lv.min_cc}":
             raise ValueError(f"level {lv.id} is built for {lv.build_arch} only (Hopper's wgmma and setmaxnreg); "

@@ -10,7 +10,11 @@ How a launch runs (details in the header): blocks one after another; inside a bl
 thread is a fiber, and the threads run one at a time in order of linear thread index, each until
 its next __syncthreads() or its end. So a missing barrier reads stale (or NaN-poisoned) shared
 memory every time, a barrier that not all threads reach is reported at once instead of hanging,
-and the arrays live in guarded buffers, so an index past an edge is reported too.
+and the arrays live in guarded buffers, so an index past an edge is reported too. cp.async copies
+land only at the issuing thread's wait. The instrumented (race-check) build, the default, reports
+shared-memory races (naming the element, e.g. As[3][17]), any access to a word whose cp.async was not
+yet waited for (KernelAsyncCopyError), and any global load or store outside the arrays before it
+happens (KernelMemoryError with the array and element); a fault names its source line.
 
 Meant for small shapes: one CPU core emulates the whole grid, thread by thread.
 """
@@ -40,6 +44,7 @@ COMPILERS: tuple[str, ...] = ("g++", "c++", "clang++")
 
 BASE_FLAGS: tuple[str, ...] = (
     "-std=c++17", "-O2", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
+    "-g",                     # line tables: a trap or a fault names its source line (no effect on the code)
     "-fno-strict-aliasing",   # kernels reinterpret float* as float4*
     "-fdata-sections",        # one section per static, so the linker script can find __shared__ ones
     "-Wno-unknown-pragmas",   # #pragma unroll
@@ -50,9 +55,11 @@ BASE_FLAGS: tuple[str, ...] = (
 #   -ftrivial-auto-var-init=pattern: uninitialised locals (a forgotten `acc = 0`) hold garbage.
 #   -fsanitize=alignment, trapping: a misaligned access (a float4 load from an address that is not
 #     a multiple of 16) stops the kernel, as it does on a GPU, instead of quietly working.
+#   -fno-crossjumping (GCC): keeps those traps apart, so that the faulting one names its own line
+#     (merged, they all carry the line of one of them).
 OPTIONAL_FLAGS: tuple[tuple[str, ...], ...] = (
     ("-fno-gnu-unique",), ("-ftrivial-auto-var-init=pattern",),
-    ("-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"),
+    ("-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"), ("-fno-crossjumping",),
 )
 
 # GNU ld / lld on Linux: gather function-local statics (the __shared__ variables) into one section
@@ -152,29 +159,68 @@ class KernelTimeoutError(CpuBackendError):
 class KernelCrashError(CpuBackendError):
     """The kernel stopped with a signal: integer division by zero, __trap(), a crash.
 
-    Attributes (where known): block, thread, signal_name (e.g. "SIGSEGV"), address (the faulting one)."""
+    Attributes (where known): block, thread, signal_name (e.g. "SIGSEGV"; "" when no signal was
+    involved), address (the faulting one), line ("file.cu:52" of the faulting instruction or access,
+    the kernel's own file preferred over the headers; "" when unknown)."""
 
     def __init__(self, en: str, zh: str = "", block: tuple = (), thread: tuple = (), signal_name: str = "",
-                 address: int = 0):
+                 address: int = 0, line: str = ""):
         super().__init__(en, zh)
         self.block, self.thread, self.signal_name, self.address = block, thread, signal_name, address
+        self.line = line
 
 
 class KernelMemoryError(KernelCrashError):
-    """Out-of-bounds access, misaligned access, stack overflow."""
+    """Out-of-bounds access, misaligned access, stack overflow.
+
+    For an out-of-bounds access also: array (the argument's name, e.g. "A": the array the access
+    overran, or the nearest one), index (its element: (row, col) for a 2-D array, (i,) otherwise; a
+    row past the last or a negative index says which way), write (True: a store, False: a load, None:
+    unknown, e.g. a fault)."""
+
+    def __init__(self, en: str, zh: str = "", block: tuple = (), thread: tuple = (), signal_name: str = "",
+                 address: int = 0, line: str = "", array: str = "", index: tuple = (), write: Optional[bool] = None):
+        super().__init__(en, zh, block, thread, signal_name, address, line)
+        self.array, self.index, self.write = array, index, write
+
+
+class KernelAsyncCopyError(CpuBackendError):
+    """(race-check builds) A thread read or wrote a shared-memory word that an asynchronous copy
+    (cp.async: copy_async, __pipeline_memcpy_async) writes, before the issuing thread waited for it.
+
+    Attributes: block; thread (who accessed the word) and issuer (who issued the copy), (x, y, z)
+    each; lines ("file:line" of the access, of the copy); action ("read" or "wrote"); element (the
+    shared word, e.g. "As[0][3]", or "byte N of dynamic shared memory"); shared_offset (its byte
+    offset in shared memory); issuer_returned (the issuer had returned from the kernel without
+    waiting for its copy)."""
+
+    def __init__(self, en: str, zh: str = "", block: tuple = (), thread: tuple = (), issuer: tuple = (),
+                 lines: tuple = (), action: str = "", element: str = "", shared_offset: int = 0,
+                 issuer_returned: bool = False):
+        super().__init__(en, zh)
+        self.block, self.thread, self.issuer, self.lines = block, thread, issuer, lines
+        self.action, self.element, self.shared_offset = action, element, shared_offset
+        self.issuer_returned = issuer_returned
 
 
 class KernelRaceError(CpuBackendError):
     """Two threads of a block touched one shared-memory word between two barriers, one of them writing.
 
     Attributes: block, threads (earlier, later: (x, y, z) each), lines (earlier, later: "file:line"),
-    actions (earlier, later: "wrote" or "read"), shared_offset (the word's byte offset)."""
+    actions (earlier, later: "wrote" or "read"), shared_offset (the word's byte offset), element (the
+    word by name: "As[3][17]", "s[1].Bs[0][5]", or "byte N of dynamic shared memory"),
+    crosses_iterations ((earlier, later): True for an access that belongs to the next iteration of
+    the loop around the barrier its thread passed last, e.g. the next k-tile's write reaching a tile
+    that another thread still reads; any() of it: the race crosses loop iterations), barrier_line
+    ("file:line" of that barrier for the access that crosses, else "")."""
 
     def __init__(self, en: str, zh: str = "", block: tuple = (), threads: tuple = (), lines: tuple = (),
-                 actions: tuple = (), shared_offset: int = 0):
+                 actions: tuple = (), shared_offset: int = 0, element: str = "",
+                 crosses_iterations: tuple = (False, False), barrier_line: str = ""):
         super().__init__(en, zh)
         self.block, self.threads, self.lines, self.actions = block, threads, lines, actions
-        self.shared_offset = shared_offset
+        self.shared_offset, self.element = shared_offset, element
+        self.crosses_iterations, self.barrier_line = crosses_iterations, barrier_line
 
 
 class UnsupportedLevelError(CpuBackendError, NotImplementedError):
@@ -373,16 +419,24 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
 
 # --- launching -----------------------------------------------------------------------------------
 
+class _ArrayInfo(ctypes.Structure):
+    _fields_ = [("address", ctypes.c_ulonglong), ("bytes", ctypes.c_ulonglong), ("guard", ctypes.c_ulonglong)]
+
+
 class _LaunchConfig(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_int * 3), ("block", ctypes.c_int * 3),
                 ("dynamic_shared_bytes", ctypes.c_longlong), ("timeout_s", ctypes.c_double),
-                ("stacks", ctypes.c_void_p), ("profile", ctypes.c_void_p), ("profile_capacity", ctypes.c_longlong)]
+                ("stacks", ctypes.c_void_p), ("profile", ctypes.c_void_p), ("profile_capacity", ctypes.c_longlong),
+                ("arrays", ctypes.c_void_p), ("array_count", ctypes.c_int), ("profile_block_count", ctypes.c_int),
+                ("profile_blocks", ctypes.c_void_p), ("profile_intervals", ctypes.c_void_p)]
 
 
-# One memory access of the first block (AccessRecord in the header).
-ACCESS_RECORD = np.dtype([("interval", np.uint32), ("thread", np.uint16), ("size", np.uint8), ("flags", np.uint8),
-                          ("pc", np.uint64), ("address", np.uint64)])
-PROFILE_CAPACITY = 1 << 21  # accesses kept (the first block of a small problem needs far fewer)
+# One memory access of a profiled block (AccessRecord in the header). flags: 1 write, 2 shared memory
+# (address is then the byte offset in shared memory), 4 a cp.async (its source read or target write, at the issue).
+ACCESS_RECORD = np.dtype({"names": ["interval", "block", "thread", "size", "flags", "pc", "address"],
+                          "formats": [np.uint32, np.uint32, np.uint16, np.uint8, np.uint8, np.uint64, np.uint64],
+                          "offsets": [0, 4, 8, 10, 11, 16, 24], "itemsize": 32})
+PROFILE_CAPACITY = 1 << 21  # accesses kept (a few blocks of a small problem need far fewer)
 
 
 class _ErrorInfo(ctypes.Structure):
@@ -390,10 +444,14 @@ class _ErrorInfo(ctypes.Structure):
                 ("block", ctypes.c_int * 3), ("thread", ctypes.c_int * 3), ("line", ctypes.c_int),
                 ("message", ctypes.c_char * 1024), ("other_thread", ctypes.c_int * 3),
                 ("code_offset", ctypes.c_ulonglong * 2), ("shared_offset", ctypes.c_ulonglong),
-                ("race_kind", ctypes.c_int), ("other_line", ctypes.c_int), ("count", ctypes.c_longlong)]
+                ("race_kind", ctypes.c_int), ("other_line", ctypes.c_int), ("count", ctypes.c_longlong),
+                ("array", ctypes.c_int), ("write", ctypes.c_int), ("byte_offset", ctypes.c_longlong),
+                ("access_size", ctypes.c_int), ("entry_line", ctypes.c_int * 2),
+                ("entry_offset", ctypes.c_ulonglong * 2)]
 
 
-_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE, _INTERRUPTED = range(9)
+(_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE, _INTERRUPTED,
+ _OUT_OF_BOUNDS, _ASYNC_COPY) = range(11)
 _RACE_KINDS = ("wrote", "read", "wrote")  # what the later access did (write-write, read-after-write, write-after-read)
 _EARLIER_KINDS = ("wrote", "wrote", "read")
 _ACTIONS_ZH = {"wrote": "写入", "read": "读取"}
@@ -427,6 +485,7 @@ class _Guarded:
         page = lib.gc_page_size()
         self.capacity = max(1, -(-self.nbytes // page)) * page
         self.page = page
+        self.guard = lib.gc_array_guard_bytes()  # unmapped before and after the data
         self.address = lib.gc_guarded_alloc(max(self.nbytes, 1))
         if not self.address:
             raise MemoryError(bilingual(f"could not map {self.capacity} bytes for {name}",
@@ -453,7 +512,14 @@ class _Guarded:
         return self.nbytes + next(i for i, (a, b) in enumerate(zip(tail, self.tail)) if a != b)
 
     def contains(self, address: int) -> bool:
-        return self.address - self.page <= address < self.address + self.capacity + self.page
+        return self.address - self.guard <= address < self.address + self.capacity + self.guard
+
+    def index(self, byte_offset: int) -> tuple[int, ...]:
+        """The element at byte_offset from the start: (row, col) for a 2-D array, (i,) otherwise."""
+        element = byte_offset // self.array.itemsize
+        if self.array.ndim == 2 and self.array.shape[1] > 0:
+            return divmod(element, self.array.shape[1])
+        return (element,)
 
     def describe(self, byte_offset: int, lang: str = "en") -> str:
         """e.g. "C[7, 0] (element 91, past its last element; C is 7×13)"; lang="zh": the same in Chinese."""
@@ -494,6 +560,7 @@ class CpuKernel:
         lib.gc_guarded_free.restype = None
         lib.gc_guarded_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         lib.gc_page_size.restype = ctypes.c_size_t
+        lib.gc_array_guard_bytes.restype = ctypes.c_size_t
         lib.gc_stack_pool.restype = ctypes.c_void_p
         lib.gc_stack_slot.restype = ctypes.c_size_t
         lib.gc_profile_count.restype = ctypes.c_longlong
@@ -507,15 +574,18 @@ class CpuKernel:
         return f"CpuKernel({self.kernel}({', '.join(self.parameters)}))"
 
     def launch(self, launch: Launch, args: Sequence[Any], *, names: Optional[Sequence[str]] = None,
-               timeout_s: Optional[float] = None, profile: bool = False) -> Optional["AccessLog"]:
+               timeout_s: Optional[float] = None, profile: bool = False,
+               profile_blocks: Optional[Sequence[tuple[int, int, int]]] = None) -> Optional["AccessLog"]:
         """Run the grid. args follow the kernel's parameters: NumPy arrays for pointers (copied
         into guarded buffers; arrays behind non-const pointers are copied back; None for a null
         pointer), Python or NumPy numbers for scalars. names label the arguments in error
         messages (default A, B, C, ...). timeout_s: how long one thread may run without reaching
         a barrier (default: default_timeout(); 0: no limit). Raises KernelBarrierError,
         KernelTimeoutError, KernelCrashError, KernelMemoryError or KernelRaceError for a broken
-        kernel. profile (a race-check build only): return the first block's memory accesses as an
-        AccessLog (see gemm_course.warp_access, which turns them into sectors and bank wavefronts)."""
+        kernel (a race-check build also KernelAsyncCopyError, and reports an out-of-bounds load or
+        store as KernelMemoryError before it happens). profile (a race-check build only): return the
+        memory accesses of the blocks profile_blocks ((x, y, z) each; default: the first block only)
+        as an AccessLog (see gemm_course.warp_access, which turns them into sectors and bank wavefronts)."""
         if profile and not self.race_check:
             raise CpuBackendError("profile=True needs a kernel compiled with race_check=True (the instrumented build)",
                                   "profile=True 需要用 race_check=True 编译的内核（带插桩的版本）")
@@ -525,6 +595,11 @@ class CpuKernel:
                                       f"{self.kernel} 接受 {len(self.parameters)} 个参数（{', '.join(self.parameters)}），"
                                       f"实际传入了 {len(args)} 个"))
         names = list(names or [chr(ord("A") + i) if i < 26 else f"arg{i}" for i in range(len(args))])
+        blocks = [tuple(int(v) for v in b) for b in (profile_blocks or [(0, 0, 0)])] if profile else []
+        for b in blocks:
+            if len(b) != 3 or not all(0 <= v < g for v, g in zip(b, launch.grid)):
+                raise ValueError(bilingual(f"profile block {b} is not in the grid {_xyz(launch.grid)}",
+                                           f"要记录的线程块 {b} 不在网格 {_xyz(launch.grid)} 之内"))
         guarded: list[_Guarded] = []
         values: list[Any] = []
         try:
@@ -540,10 +615,15 @@ class CpuKernel:
             timeout = default_timeout() if timeout_s is None else timeout_s
             err = _ErrorInfo()
             records = np.empty(PROFILE_CAPACITY if profile else 0, dtype=ACCESS_RECORD)
+            arrays = (_ArrayInfo * max(1, len(guarded)))(*[_ArrayInfo(g.address, g.nbytes, g.guard) for g in guarded])
+            block_list = np.array(blocks or [(0, 0, 0)], dtype=np.int32)
+            intervals = np.zeros(len(block_list), dtype=np.int64)
             with _launch_lock:
                 config = _LaunchConfig((ctypes.c_int * 3)(*launch.grid), (ctypes.c_int * 3)(*launch.block),
                                        launch.dynamic_shared_bytes, timeout, self._stack_pool(),
-                                       records.ctypes.data if profile else None, len(records))
+                                       records.ctypes.data if profile else None, len(records),
+                                       ctypes.addressof(arrays), len(guarded), len(blocks),
+                                       block_list.ctypes.data, intervals.ctypes.data)
                 code = self._run_interruptibly(config, argv, err)
                 count = self._lib.gc_profile_count() if profile else 0
             if code == _INTERRUPTED:
@@ -554,7 +634,9 @@ class CpuKernel:
             if profile:
                 log = AccessLog(self, records[:count].copy(), launch,
                                 {g.name: (g.address, g.nbytes, g.array.itemsize) for g in guarded},
-                                truncated=count >= len(records))
+                                truncated=count >= len(records), blocks=[tuple(b) for b in blocks],
+                                intervals=[int(n) for n in intervals],
+                                shapes={g.name: tuple(g.array.shape) for g in guarded})
             for g in guarded:
                 offset = g.first_tail_write()
                 if offset is not None:
@@ -667,11 +749,34 @@ class CpuKernel:
             signal_name = f"signal {err.signal}"
         if code == _RACE:
             return self._race(err)
+        if code == _ASYNC_COPY:
+            return self._async_copy(err)
+        if code == _OUT_OF_BOUNDS:
+            g = guarded[err.array]
+            offset, write = int(err.byte_offset), bool(err.write)
+            line = self.source_line(int(err.code_offset[0]))
+            action, action_zh = ("wrote", "写入") if write else ("read", "读取")
+            hint = ("An edge guard that lets threads past the edge of the matrix (`<=` for `<`, or a missing check)?"
+                    if write else "A missing edge guard on a load (a thread, or an element of a tile, past the edge "
+                    "must not read: use 0 there instead), or an index off by one?")
+            hint_zh = ("是否边界判断放过了矩阵边缘之外的线程（把 `<` 写成了 `<=`，或者漏了判断）？" if write else
+                       "是否加载时漏了边界判断（越过边缘的线程或分块元素不能去读，应当改用 0），或者下标差了一？")
+            return KernelMemoryError(
+                f"{self.kernel}: {who} {action} {g.describe(offset)} at {line}, out of bounds. {hint}",
+                f"{self.kernel}：{who_zh} 在 {line} 越界{action_zh}了 {g.describe(offset, 'zh')}。{hint_zh}",
+                block=block, thread=thread, address=g.address + offset, line=line, array=g.name,
+                index=tuple(int(v) for v in g.index(offset)), write=write)
+        src = self.source_name  # __syncthreads() records __LINE__: a line of the kernel's own file
         if code == _BARRIER_PARTIAL:
             total = config.block[0] * config.block[1] * config.block[2]
             waiting = int(err.count)
             return KernelBarrierError(
-                en, f"{self.kernel}：线程块 {_xyz(block)} 的 {total} 个线程中只有 {waiting} 个到达了第 {err.line} 行的 "
+                f"{self.kernel}: __syncthreads() reached by {waiting} of {total} threads of block {_xyz(block)}: a "
+                f"barrier inside a branch that not all threads take? The barrier is at {src}:{err.line}; "
+                f"{total - waiting} thread(s) had already returned from the kernel, the first of them thread "
+                f"{_xyz(other)}. On a GPU this hangs or silently skips the synchronisation. Move the barrier out of "
+                "the branch (e.g. no early `return` for out-of-range threads in a kernel with __syncthreads()).",
+                f"{self.kernel}：线程块 {_xyz(block)} 的 {total} 个线程中只有 {waiting} 个到达了 {src}:{err.line} 的 "
                 "__syncthreads()：屏障是否放在了并非所有线程都会进入的分支里？另外 "
                 f"{total - waiting} 个线程已经从内核返回，第一个是线程 {_xyz(other)}。在 GPU 上这会让内核卡死，"
                 "或者悄悄跳过这次同步。请把屏障移到分支之外（例如，在含 __syncthreads() 的内核里，不要让越界的线程"
@@ -679,14 +784,22 @@ class CpuKernel:
                 kind="partial", block=block, threads=(thread, other), lines=(err.line,), waiting=waiting, total=total)
         if code == _BARRIER_DIVERGENT:
             return KernelBarrierError(
-                en, f"{self.kernel}：线程块 {_xyz(block)} 的线程停在了不同的 __syncthreads() 上：线程 {_xyz(other)} "
-                f"在第 {err.other_line} 行，线程 {_xyz(thread)} 在第 {err.line} 行。一个线程块的所有线程必须到达同一个"
+                f"{self.kernel}: threads of block {_xyz(block)} wait at different __syncthreads(): thread "
+                f"{_xyz(other)} at {src}:{err.other_line}, thread {_xyz(thread)} at {src}:{err.line}. All threads "
+                "of a block must reach the same barrier; a __syncthreads() inside a branch or loop that threads "
+                "take differently?",
+                f"{self.kernel}：线程块 {_xyz(block)} 的线程停在了不同的 __syncthreads() 上：线程 {_xyz(other)} "
+                f"在 {src}:{err.other_line}，线程 {_xyz(thread)} 在 {src}:{err.line}。一个线程块的所有线程必须到达同一个"
                 "屏障；是否有 __syncthreads() 放在了各线程走向不同的分支或循环里？",
                 kind="divergent", block=block, threads=(other, thread), lines=(err.other_line, err.line))
         if code == _TIMEOUT:
             seconds = float(config.timeout_s)
+            line = self.source_line(int(err.code_offset[0]))
+            if line != "?":
+                en += f" (it was at {line} when stopped)"
             return KernelTimeoutError(
-                en, f"{self.kernel}：{who_zh} 运行了 {seconds:.3g} 秒，既没有到达 __syncthreads()，也没有返回：可能是"
+                en, f"{self.kernel}：{who_zh} 运行了 {seconds:.3g} 秒，既没有到达 __syncthreads()，也没有返回"
+                f"{f'（被停下时位于 {line}）' if line != '?' else ''}：可能是"
                 "死循环，或者在等待另一个线程的写入（CPU 后端把一个线程块的线程逐个执行，每个线程一直运行到它的下一个"
                 "屏障，所以自旋等待另一个线程永远等不到）",
                 block=block, thread=thread, seconds=seconds)
@@ -704,37 +817,45 @@ class CpuKernel:
                 zh = f"没有栈池，或者内存不足，无法分配 {config.dynamic_shared_bytes} 字节的动态共享内存"
             return CpuBackendError(en, f"{self.kernel}：{zh}")
         if code == _FAULT:
-            where = dict(block=block, thread=thread, signal_name=signal_name, address=int(err.address))
+            # The faulting instruction's line (the signal's PC; the kernel's own file preferred).
+            frames = self.source_frames([int(err.code_offset[0])])[int(err.code_offset[0])]
+            line = self._pick_line(frames)
+            at, at_zh = (f" at {line}", f"在 {line} ") if line != "?" else ("", "")
+            where = dict(block=block, thread=thread, signal_name=signal_name, address=int(err.address), line=line)
             if err.signal == signal.SIGFPE:
-                return KernelCrashError(f"{self.kernel}: {who} divided an integer by zero ({signal_name})",
-                                        f"{self.kernel}：{who_zh} 做了除数为零的整数除法（{signal_name}）", **where)
+                return KernelCrashError(f"{self.kernel}: {who} divided an integer by zero{at} ({signal_name})",
+                                        f"{self.kernel}：{who_zh} {at_zh}做了除数为零的整数除法（{signal_name}）", **where)
+            if err.signal == signal.SIGILL and err.count == 1:  # the runtime saw the __trap() call
+                return KernelCrashError(f"{self.kernel}: {who} called __trap(){at} ({signal_name})",
+                                        f"{self.kernel}：{who_zh} {at_zh}调用了 __trap()（{signal_name}）", **where)
             if err.signal == signal.SIGILL:
                 return KernelMemoryError(
-                    f"{self.kernel}: {who} stopped at a trap ({signal_name}): a misaligned access — e.g. a "
+                    f"{self.kernel}: {who} stopped at a trap{at} ({signal_name}): a misaligned access — e.g. a "
                     "float4 load or store at an address that is not a multiple of 16 bytes, which faults on a "
                     "GPU too (is the row length a multiple of 4?) — or a __trap()",
-                    f"{self.kernel}：{who_zh} 停在了一条陷阱指令上（{signal_name}）：可能是未对齐访问，例如 float4 的"
+                    f"{self.kernel}：{who_zh} {at_zh}停在了一条陷阱指令上（{signal_name}）：可能是未对齐访问，例如 float4 的"
                     "读写地址不是 16 字节的整数倍，这在 GPU 上同样会出错（行长是 4 的倍数吗？），也可能是调用了 __trap()",
                     **where)
             for g in guarded:
                 if g.contains(err.address):
                     offset = err.address - g.address
                     return KernelMemoryError(
-                        f"{self.kernel}: {who} accessed {g.describe(offset)}, out of bounds "
+                        f"{self.kernel}: {who} accessed {g.describe(offset)}{at}, out of bounds "
                         f"(caught by a guard page, {signal_name}). An index off by one at an edge, or a "
                         "missing edge guard?",
-                        f"{self.kernel}：{who_zh} 越界访问了 {g.describe(offset, 'zh')}，被保护页捕获（{signal_name}）。"
-                        "是否在边界处下标差了一，或者漏了边界判断？", **where)
+                        f"{self.kernel}：{who_zh} {at_zh}越界访问了 {g.describe(offset, 'zh')}，被保护页捕获（{signal_name}）。"
+                        "是否在边界处下标差了一，或者漏了边界判断？", array=g.name,
+                        index=tuple(int(v) for v in g.index(offset)), **where)
             if err.address == 0:
                 return KernelMemoryError(
-                    f"{self.kernel}: {who} crashed ({signal_name}, no address): a misaligned vector access "
+                    f"{self.kernel}: {who} crashed{at} ({signal_name}, no address): a misaligned vector access "
                     "(a float4 load or store needs a 16-byte-aligned address, as on a GPU) or a null pointer",
-                    f"{self.kernel}：{who_zh} 崩溃了（{signal_name}，没有给出地址）：可能是未对齐的向量访问（与 GPU 上"
+                    f"{self.kernel}：{who_zh} {at_zh}崩溃了（{signal_name}，没有给出地址）：可能是未对齐的向量访问（与 GPU 上"
                     "一样，float4 的读写需要 16 字节对齐的地址），或者空指针", **where)
             return KernelMemoryError(
-                f"{self.kernel}: {who} crashed ({signal_name}) at address {err.address:#x}, which is not "
+                f"{self.kernel}: {who} crashed{at} ({signal_name}) at address {err.address:#x}, which is not "
                 "next to any argument array: a wild pointer, or an index far out of range",
-                f"{self.kernel}：{who_zh} 在地址 {err.address:#x} 处崩溃（{signal_name}），这个地址不在任何参数数组"
+                f"{self.kernel}：{who_zh} {at_zh}在地址 {err.address:#x} 处崩溃（{signal_name}），这个地址不在任何参数数组"
                 "附近：可能是野指针，或者下标远远超出了范围", **where)
         return CpuBackendError(en, f"{self.kernel}：CPU 后端报告了错误（代码 {code}），原文见英文部分")
 
@@ -745,61 +866,297 @@ class CpuKernel:
 
     def source_lines(self, offsets: Sequence[int]) -> dict[int, str]:
         """source_line for many offsets with one addr2line call."""
+        return {o: self._pick_line(frames) for o, frames in self.source_frames(offsets).items()}
+
+    def _pick_line(self, frames: Sequence[tuple[str, str]]) -> str:
+        mine = [place for _, place in frames if place.startswith(self.source_name + ":")]
+        return (mine or [place for _, place in frames] or ["?"])[0]
+
+    def source_frames(self, offsets: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
+        """For each code offset, its inlined frames, innermost first: (function, "file:line") each
+        (addr2line -f -i); [] when unknown."""
         tool = shutil.which("addr2line") or shutil.which("llvm-addr2line")
         wanted = [o for o in dict.fromkeys(offsets) if o]
-        found = {o: "?" for o in offsets}
+        found: dict[int, list[tuple[str, str]]] = {o: [] for o in offsets}
         if not wanted or not tool:
             return found
         try:
-            out = subprocess.run([tool, "-i", "-a", "-e", str(self.path), *map(hex, wanted)], capture_output=True,
-                                 text=True, timeout=60).stdout.splitlines()
+            out = subprocess.run([tool, "-C", "-f", "-i", "-a", "-e", str(self.path), *map(hex, wanted)],
+                                 capture_output=True, text=True, timeout=60).stdout.splitlines()
         except (OSError, subprocess.SubprocessError):
             return found
-        current, places = None, {}
-        for line in out:  # "0x...": a new address; then one "file:line" per inlined frame
-            if line.startswith("0x"):
+        current, function = None, None
+        for line in out:  # "0x...": a new address; then a function name and a "file:line" per inlined frame
+            if line.startswith("0x") and function is None:
                 current = int(line, 16)
-                places[current] = []
-            elif current is not None and ":" in line and not line.startswith("??"):
-                places[current].append(Path(line.split(" (")[0]).name)
-        for o in wanted:
-            here = places.get(o, [])
-            mine = [p for p in here if p.startswith(self.source_name + ":")]
-            found[o] = (mine or here or ["?"])[0]
+                found[current] = []
+            elif current is not None and function is None:
+                function = line
+            elif current is not None:
+                if ":" in line and not line.startswith("??"):
+                    found[current].append((function, Path(line.split(" (")[0]).name))
+                function = None
         return found
 
     def code_offset(self, pc: int) -> int:
         """The library offset of a hook's return address (0 if unknown)."""
         return int(self._lib.gc_code_offset(pc))
 
+    # --- shared memory by name: the symbol table and the debug information of the build ---------
+
+    @functools.cached_property
+    def _shared_layout(self) -> tuple[int, list[tuple[int, int, str, Any]]]:
+        """(static shared bytes, [(offset, bytes, name, type) per __shared__ variable]), offsets from the
+        start of static shared memory; type: a small tree made from the variable's DWARF type."""
+        try:
+            from elftools.elf.elffile import ELFFile
+        except ImportError:  # pyelftools missing: messages fall back to byte offsets
+            return 0, []
+        try:
+            with open(self.path, "rb") as f:
+                elf = ELFFile(f)
+                symtab = elf.get_section_by_name(".symtab")
+                if symtab is None:
+                    return 0, []
+                begin = symtab.get_symbol_by_name("gc_shared_begin")
+                end = symtab.get_symbol_by_name("gc_shared_end")
+                if not begin or not end:
+                    return 0, []
+                lo, hi = begin[0]["st_value"], end[0]["st_value"]
+                variables = []
+                if elf.has_dwarf_info():
+                    for cu in elf.get_dwarf_info().iter_CUs():
+                        for die in _variable_dies(cu.get_top_DIE()):
+                            address = _dwarf_address(die)
+                            if address is None or not lo <= address < hi:
+                                continue
+                            named = _dwarf_origin(die)
+                            name = named.attributes.get("DW_AT_name")
+                            type_die = _dwarf_type(named)
+                            if name is None or type_die is None:
+                                continue
+                            tree = _type_tree(type_die)
+                            variables.append((address - lo, _tree_size(tree), name.value.decode(), tree))
+                return hi - lo, sorted(set((o, n, name, t) for o, n, name, t in variables), key=lambda v: v[0])
+        except Exception:  # broken or unexpected debug information: names are a convenience
+            return 0, []
+
+    def shared_element(self, offset: int, lang: str = "en") -> str:
+        """A shared-memory byte offset (as the race detector and the access profile give it) by name:
+        "As[3][17]", "s[1].Bs[0][5]", "byte 40 of dynamic shared memory"; lang="zh": the same in Chinese."""
+        static, variables = self._shared_layout
+        for start, size, name, tree in variables:
+            if start <= offset < start + size:
+                return name + _element_path(tree, offset - start)
+        dynamic = (static + 3) // 4 * 4  # the race detector's words: static shared memory, then dynamic
+        if offset >= dynamic and (static or not variables):
+            n = offset - dynamic
+            return f"动态共享内存的第 {n} 字节" if lang == "zh" else f"byte {n} of dynamic shared memory"
+        return f"共享内存的第 {offset} 字节" if lang == "zh" else f"byte {offset} of shared memory"
+
+    def _crossing(self, access: int, barrier: int, frames: dict[int, list[tuple[str, str]]]) -> bool:
+        """True when the access lies at an earlier line of the function that holds the barrier its
+        thread passed last: it was reached by going around a loop after that barrier."""
+        here, gate = frames.get(access, []), frames.get(barrier, [])
+        gate_mine = [(fn, place) for fn, place in gate if place.startswith(self.source_name + ":")]
+        if not gate_mine or not here:
+            return False
+        function, place = gate_mine[0]
+        for fn, where in here:
+            if fn == function and where.startswith(self.source_name + ":"):
+                return int(where.rsplit(":", 1)[1]) < int(place.rsplit(":", 1)[1])
+        return False
+
     def _race(self, err: _ErrorInfo) -> "KernelRaceError":
         kind = err.race_kind
         later, earlier = (tuple(err.thread), tuple(err.other_thread))
-        lines = self.source_lines([err.code_offset[1], err.code_offset[0]])
-        where = (lines[err.code_offset[1]], lines[err.code_offset[0]])
+        offsets = [int(err.code_offset[1]), int(err.code_offset[0]), int(err.entry_offset[1]), int(err.entry_offset[0])]
+        frames = self.source_frames(offsets)
+        where = (self._pick_line(frames[offsets[0]]), self._pick_line(frames[offsets[1]]))
         actions = (_EARLIER_KINDS[kind], _RACE_KINDS[kind])
+        crosses = (self._crossing(offsets[0], offsets[2], frames), self._crossing(offsets[1], offsets[3], frames))
+        offset = int(err.shared_offset)
+        element, element_zh = self.shared_element(offset), self.shared_element(offset, "zh")
+        who = (earlier, later)
+        note = note_zh = barrier_line = ""
+        if any(crosses):
+            i = 0 if crosses[0] else 1
+            barrier_line = self._pick_line(frames[offsets[2 + i]])
+            kind_en = "write" if actions[i] == "wrote" else "read"
+            note = (f" The {kind_en} at {where[i]} by thread {_xyz(who[i])} belongs to the next iteration of the loop "
+                    f"around the __syncthreads() at {barrier_line} (e.g. the next k-tile's): thread {_xyz(who[i])} "
+                    f"passed that barrier, went around the loop and reached {element} while thread "
+                    f"{_xyz(who[1 - i])} was still in the previous iteration. The loop needs a barrier between "
+                    "the last use of the data in one iteration and the next iteration's access.")
+            note_zh = (f"线程 {_xyz(who[i])} 在 {where[i]} 的{_ACTIONS_ZH[actions[i]]}属于 {barrier_line} 处 __syncthreads() "
+                       f"所在循环的下一次迭代（例如下一个 k 分块）：线程 {_xyz(who[i])} 越过这道屏障、绕回循环开头，访问了 "
+                       f"{element_zh}，而线程 {_xyz(who[1 - i])} 还在上一次迭代中。循环需要在一次迭代最后使用这些数据与下一次"
+                       "迭代访问它们之间再加一道屏障。")
         return KernelRaceError(
             f"{self.kernel}: shared-memory race in block {_xyz(err.block)}: thread {_xyz(earlier)} "
-            f"{actions[0]} a shared word (byte {err.shared_offset} of shared memory) at "
+            f"{actions[0]} {element} (byte {offset} of shared memory) at "
             f"{where[0]}, and thread {_xyz(later)} {actions[1]} it at "
             f"{where[1]} with no __syncthreads() between them. On a GPU the "
             "result depends on which thread runs first: put a __syncthreads() between the write and the "
-            "other thread's access (or give each thread its own word).",
+            f"other thread's access (or give each thread its own word).{note}",
             f"{self.kernel}：线程块 {_xyz(err.block)} 中出现共享内存竞争：线程 {_xyz(earlier)} 在 {where[0]} "
-            f"{_ACTIONS_ZH[actions[0]]}了共享内存中的一个字（第 {err.shared_offset} 字节），线程 {_xyz(later)} 在 "
+            f"{_ACTIONS_ZH[actions[0]]}了 {element_zh}（共享内存第 {offset} 字节），线程 {_xyz(later)} 在 "
             f"{where[1]} {_ACTIONS_ZH[actions[1]]}了同一个字，两者之间没有 __syncthreads()。在 GPU 上结果取决于哪个"
-            "线程先执行：请在写入与另一个线程的访问之间加上 __syncthreads()（或者让每个线程使用自己的字）。",
+            "线程先执行：请在写入与另一个线程的访问之间加上 __syncthreads()（或者让每个线程使用自己的字）。" + note_zh,
             block=tuple(err.block), threads=(earlier, later), lines=where, actions=actions,
-            shared_offset=int(err.shared_offset))
+            shared_offset=offset, element=element, crosses_iterations=crosses, barrier_line=barrier_line)
+
+    def _async_copy(self, err: _ErrorInfo) -> "KernelAsyncCopyError":
+        thread, issuer, block = tuple(err.thread), tuple(err.other_thread), tuple(err.block)
+        lines = self.source_lines([int(err.code_offset[0]), int(err.code_offset[1])])
+        access, issue = lines[int(err.code_offset[0])], lines[int(err.code_offset[1])]
+        offset, write, returned = int(err.shared_offset), bool(err.write), bool(err.count)
+        element, element_zh = self.shared_element(offset), self.shared_element(offset, "zh")
+        action = "wrote" if write else "read"
+        by = "by the same thread" if issuer == thread else f"by thread {_xyz(issuer)}"
+        by_zh = "由同一个线程" if issuer == thread else f"由线程 {_xyz(issuer)} "
+        if returned:
+            why = (f" Thread {_xyz(issuer)} returned from the kernel without waiting for its copies, so nothing "
+                   "says when they land.")
+            why_zh = f"线程 {_xyz(issuer)} 没有等待自己的拷贝就从内核返回了，因此无从知道它们何时落地。"
+        else:
+            why = ""
+            why_zh = ""
+        return KernelAsyncCopyError(
+            f"{self.kernel}: thread {_xyz(thread)} of block {_xyz(block)} {action} {element} at {access}, which a "
+            f"cp.async issued at {issue} ({by}) writes, before that copy was waited for (cp.async.wait_group / "
+            f"__pipeline_wait_prior): on a GPU the copy may not have landed yet.{why} The thread that issues a "
+            "copy must wait for it (copy_async_wait_all() / __pipeline_wait_prior(0)) before anyone uses its "
+            "target, and a __syncthreads() after that wait makes the data visible to the other threads "
+            "(a barrier alone does not complete another thread's copies).",
+            f"{self.kernel}：线程块 {_xyz(block)} 中的线程 {_xyz(thread)} 在 {access} {_ACTIONS_ZH[action]}了 {element_zh}，"
+            f"而 {issue} 处{by_zh}发出的一条 cp.async 正要写入它，这条拷贝还没有被等待（cp.async.wait_group / "
+            f"__pipeline_wait_prior）：在 GPU 上它可能还没有落地。{why_zh}发出拷贝的线程必须先等待它完成"
+            "（copy_async_wait_all() / __pipeline_wait_prior(0)），其他线程才能使用目标位置；等待之后再用一道 "
+            "__syncthreads() 把数据公布给其他线程（仅有屏障并不能让另一个线程的拷贝完成）。",
+            block=block, thread=thread, issuer=issuer, lines=(access, issue), action=action, element=element,
+            shared_offset=offset, issuer_returned=returned)
+
+
+# --- reading the debug information (pyelftools) --------------------------------------------------
+
+_SKIPPED_SCOPES = {b"std", b"__gnu_cxx", b"__cxxabiv1", b"gc_cpu"}  # no __shared__ variables in there
+
+
+def _variable_dies(die: Any):
+    """Every DW_TAG_variable below die, skipping the standard library's and the runtime's namespaces."""
+    for child in die.iter_children():
+        if child.tag == "DW_TAG_variable":
+            yield child
+        elif child.tag == "DW_TAG_namespace":
+            name = child.attributes.get("DW_AT_name")
+            if name is None or name.value not in _SKIPPED_SCOPES:
+                yield from _variable_dies(child)
+        elif child.tag in ("DW_TAG_subprogram", "DW_TAG_lexical_block", "DW_TAG_inlined_subroutine",
+                           "DW_TAG_class_type", "DW_TAG_structure_type"):
+            if child.has_children:
+                yield from _variable_dies(child)
+
+
+def _dwarf_address(die: Any) -> Optional[int]:
+    """The static address of a variable located by DW_OP_addr, else None."""
+    loc = die.attributes.get("DW_AT_location")
+    if loc is None or loc.form != "DW_FORM_exprloc" or not loc.value or loc.value[0] != 0x03:
+        return None
+    size = die.cu.structs.address_size
+    return int.from_bytes(bytes(loc.value[1:1 + size]), "little" if die.dwarfinfo.config.little_endian else "big")
+
+
+def _dwarf_origin(die: Any) -> Any:
+    """The declaration that has the name and type (a definition may point at it)."""
+    for _ in range(4):
+        for attr in ("DW_AT_abstract_origin", "DW_AT_specification"):
+            if attr in die.attributes:
+                die = die.get_DIE_from_attribute(attr)
+                break
+        else:
+            return die
+    return die
+
+
+def _dwarf_type(die: Any) -> Any:
+    return die.get_DIE_from_attribute("DW_AT_type") if "DW_AT_type" in die.attributes else None
+
+
+def _type_tree(die: Any, depth: int = 0) -> tuple:
+    """("array", dims, element) / ("struct", [(offset, name, member)], bytes) / ("scalar", bytes)."""
+    while die is not None and die.tag in ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
+                                          "DW_TAG_restrict_type", "DW_TAG_atomic_type"):
+        die = _dwarf_type(die)
+    if die is None or depth > 8:
+        return ("scalar", 1)
+    if die.tag == "DW_TAG_array_type":
+        dims = []
+        for sub in die.iter_children():
+            if sub.tag != "DW_TAG_subrange_type":
+                continue
+            if "DW_AT_count" in sub.attributes:
+                dims.append(int(sub.attributes["DW_AT_count"].value))
+            elif "DW_AT_upper_bound" in sub.attributes:
+                dims.append(int(sub.attributes["DW_AT_upper_bound"].value) + 1)
+            else:
+                dims.append(0)  # unknown extent
+        return ("array", tuple(dims), _type_tree(_dwarf_type(die), depth + 1))
+    size = int(die.attributes["DW_AT_byte_size"].value) if "DW_AT_byte_size" in die.attributes else 1
+    if die.tag in ("DW_TAG_structure_type", "DW_TAG_class_type", "DW_TAG_union_type"):
+        members = []
+        for m in die.iter_children():
+            loc = m.attributes.get("DW_AT_data_member_location")
+            if m.tag != "DW_TAG_member" or "DW_AT_name" not in m.attributes or loc is None:
+                continue  # no location: a static member (e.g. a constexpr), which takes no space here
+            offset = int(loc.value) if isinstance(loc.value, int) else 0
+            members.append((offset, m.attributes["DW_AT_name"].value.decode(), _type_tree(_dwarf_type(m), depth + 1)))
+        return ("struct", tuple(members), size)
+    return ("scalar", size)
+
+
+def _tree_size(tree: tuple) -> int:
+    if tree[0] == "array":
+        n = 1
+        for d in tree[1]:
+            n *= max(d, 1)
+        return n * _tree_size(tree[2])
+    return tree[2] if tree[0] == "struct" else tree[1]
+
+
+def _element_path(tree: tuple, offset: int) -> str:
+    """"[3][17]", ".Bs[0][5]", "[2].y" for a byte offset into a value of this type."""
+    if tree[0] == "array":
+        item = _tree_size(tree[2])
+        element, rest = divmod(offset, item) if item else (0, offset)
+        index = []
+        for d in reversed(tree[1]):
+            element, i = divmod(element, d) if d else (0, element)
+            index.append(i)
+        return "".join(f"[{i}]" for i in reversed(index)) + _element_path(tree[2], rest)
+    if tree[0] == "struct":
+        for start, name, member in sorted(tree[1], reverse=True):
+            if start <= offset:
+                return f".{name}" + _element_path(member, offset - start)
+        return f" (+{offset} B)"
+    return f" (+{offset} B)" if offset else ""
 
 
 class AccessLog:
-    """The first block's memory accesses of one launch, as the instrumented build recorded them:
-    records (ACCESS_RECORD), the launch, and the array arguments (name → address, bytes, itemsize)."""
+    """The profiled blocks' memory accesses of one launch, as the instrumented build recorded them:
+    records (ACCESS_RECORD, in the order they ran; record["block"] indexes blocks), the launch, the
+    array arguments (name → address, bytes, itemsize), blocks (the profiled blocks' (x, y, z)),
+    intervals (barrier intervals each profiled block went through: its __syncthreads() passed + 1)
+    and shapes (name → the argument array's shape)."""
 
     def __init__(self, kernel: CpuKernel, records: np.ndarray, launch: Launch,
-                 arrays: dict[str, tuple[int, int, int]], truncated: bool = False):
+                 arrays: dict[str, tuple[int, int, int]], truncated: bool = False,
+                 blocks: Optional[Sequence[tuple[int, int, int]]] = None, intervals: Optional[Sequence[int]] = None,
+                 shapes: Optional[dict[str, tuple[int, ...]]] = None):
         self.kernel, self.records, self.launch, self.arrays, self.truncated = kernel, records, launch, arrays, truncated
+        self.blocks: list[tuple[int, int, int]] = list(blocks or [(0, 0, 0)])
+        self.intervals: list[int] = list(intervals or [0] * len(self.blocks))
+        self.shapes: dict[str, tuple[int, ...]] = dict(shapes or {})
 
 
 def launch_kernel(source: str, kernel: str, launch: Launch, args: Sequence[Any], *,
@@ -846,14 +1203,16 @@ def require_simt(lv: Level) -> None:
 def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C: np.ndarray,
               source: Optional[str] = None, *, extra_args: Sequence[Any] = (),
               timeout_s: Optional[float] = None, launch: Optional[Launch] = None, race_check: bool = True,
-              profile: bool = False, source_name: Optional[str] = None) -> Optional[AccessLog]:
+              profile: bool = False, source_name: Optional[str] = None,
+              profile_blocks: Optional[Sequence[tuple[int, int, int]]] = None) -> Optional[AccessLog]:
     """C = A @ B with a level's kernel on the CPU; operands already validated (see launch.gemm).
 
     params: what kernel_name() and geometry() take. The kernel gets (A, B, C, M, N, K, *extra_args)
     (e.g. an epilogue level's bias vector, alpha and beta; None for a null pointer). launch: the
-    geometry (default: the level's for these shapes; a batch adds grid z). profile: return the first
-    block's memory accesses (an AccessLog; needs race_check). source_name: the file name messages give the
-    source (default: the level's file name; the grader passes the learner's).
+    geometry (default: the level's for these shapes; a batch adds grid z). profile: return the memory
+    accesses of the blocks profile_blocks ((x, y, z) each; default: the first block) as an AccessLog
+    (needs race_check). source_name: the file name messages give the source (default: the level's file
+    name; the grader passes the learner's).
     """
     require_simt(lv)
     (M, K), N = A.shape[-2:], B.shape[-1]
@@ -863,4 +1222,4 @@ def run_level(lv: Level, params: dict[str, Any], A: np.ndarray, B: np.ndarray, C
     if lv.epilogue and len(extra_args) == 3:
         names[6:] = ["bias", "alpha", "beta"]
     return kernel.launch(launch or lv.geometry(M, N, K, params), [A, B, C, M, N, K, *extra_args], names=names,
-                         timeout_s=timeout_s, profile=profile)
+                         timeout_s=timeout_s, profile=profile, profile_blocks=profile_blocks)

@@ -18,6 +18,7 @@ without one too.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from . import device
+from .bench import CLOCK_METHOD
 from .fp8 import SCALE_BLOCK, _array_module, _bilingual
 
 KERNEL_FILE = "13_fp8_blockscaled.cu"
@@ -537,15 +539,25 @@ SMALL_M_STEPS: tuple[dict[str, Any], ...] = (
     {"scaling": "blockwise", "block_m": 64, "splits": "auto"},
 )
 
-FP8_METHOD = ("CUDA events around each launch (bench.time_gpu): 1 untimed call, then at least {reps} timed "
-              "repetitions (at most {max_reps}, within {budget_s} s), L2 flushed before each; median with quartiles; "
-              "SM clock sampled through NVML. Inputs: normal random values whose size changes by up to 2^±3 from "
-              "one 128-block to the next, quantised to e4m3 with gemm_course.fp8 (per tensor for per_tensor, 1×128 / "
-              "128×128 for blockwise); {check_rows} random rows of C checked against fp8.reference_gemm_fp8 "
-              "(float64) before timing. Baseline: cuBLASLt's FP8 GEMM through torch._scaled_mm (per-tensor scales, "
-              "bf16 C) on the same bytes, timed immediately before each kernel: use_fast_accum=True (no "
-              "promotion) for the per-tensor kernels, use_fast_accum=False (promoted) for the blockwise ones; "
+FP8_METHOD = ("CUDA events around each launch (bench.time_gpu): 1 untimed call and {settle_s} s of untimed launches "
+              "to settle the clock, then at least {reps} timed repetitions (at most {max_reps}, within {budget_s} s), "
+              "L2 flushed before each by writing 4×L2 bytes; median with quartiles; " + CLOCK_METHOD + ". Inputs: "
+              "normal random values whose size changes by up to 2^±3 from one 128-block to the next, quantised to e4m3 "
+              "with gemm_course.fp8 (per tensor for per_tensor, 1×128 / 128×128 for blockwise); each output poisoned "
+              "with NaN, then {check_rows} random rows of C checked against fp8.reference_gemm_fp8 (float64) before "
+              "timing, the baselines' outputs too. Baselines, on the same bytes, bf16 C, each timed immediately before "
+              "the kernel it pairs with: cublaslt_blockwise, cuBLASLt's block-scaled FP8 GEMM (1×128 scales of A, "
+              "128×128 of B) through PyTorch ({blockwise_api}), for the blockwise kernels; cublaslt_fast, "
+              "torch._scaled_mm with per-tensor scales and use_fast_accum=True, for the per-tensor kernels; "
+              "cublaslt_promoted (use_fast_accum=False) timed once per shape as an extra row; "
               "bf16 rows: cuBLAS (cublasGemmEx) and Level 11 step 6 with bf16 C, bench.bench.")
+
+# The baselines of Level 13, by the name records carry in "baseline".
+BASELINES = {
+    "cublaslt_fast": "cuBLASLt per-tensor FP8 (torch._scaled_mm, use_fast_accum=True)",
+    "cublaslt_promoted": "cuBLASLt per-tensor FP8 (torch._scaled_mm, use_fast_accum=False)",
+    "cublaslt_blockwise": "cuBLASLt block-scaled FP8, 1×128 A / 128×128 B (torch.nn.functional.scaled_mm)",
+}
 
 
 def _shape(size: SizeLike) -> tuple[int, int, int]:
@@ -560,22 +572,35 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
     file (schema 1, provenance) after each measurement, so an interrupted run keeps what it measured.
 
     Records carry level LEVEL_ID, dtype "float8_e4m3", the setting in params, Timing fields, tflops,
-    max_error_ratio (≤ 1 passes), the paired baseline (cublas_paired_ms, its clock, baseline name) and
-    ratio_to_cublas. The baselines are also records (level "cublas", dtype float8_e4m3). With
+    max_error_ratio (≤ 1 passes), the paired baseline (baseline: its name in BASELINES, baseline_ms,
+    its own measured clock) and ratio_to_baseline (also under the course's older names cublas_paired_ms,
+    cublas_paired_sm_clock_mhz, ratio_to_cublas). The blockwise kernels pair with cuBLASLt's block-scaled
+    GEMM where PyTorch offers it (left out, and said so, where it does not), the per-tensor ones with
+    cuBLASLt's per-tensor fast accumulation. The baselines are also records (level "cublas", dtype
+    float8_e4m3, one per baseline and shape, promoted per-tensor included), checked like the kernels. With
     bf16_baselines, cuBLAS bf16 and Level 11 (step 6, bf16 C) run at the same sizes (bench.bench) and
     are kept under "bf16_baselines".
     """
     import cupy
 
-    from .bench import _write_json, provenance, time_gpu
+    from .bench import SETTLE_S, _write_json, provenance, time_gpu
 
     _require_hopper()
     say = progress or (lambda _: None)
     sizes = list(sizes) if sizes is not None else (
         list(SQUARES) + [(m, n, k) for (n, k) in PROJECTION_NK for m in PROJECTION_M])
-    method = FP8_METHOD.format(reps=reps, max_reps=max_reps, budget_s=budget_s, check_rows=check_rows)
+    api = _blockwise_api()
+    method = FP8_METHOD.format(reps=reps, max_reps=max_reps, budget_s=budget_s, check_rows=check_rows,
+                               settle_s=SETTLE_S, blockwise_api=api[0] if api else "absent")
     result: dict[str, Any] = {"schema": 1, "provenance": provenance(method), "records": []}
     result["provenance"]["torch"] = _torch_version()
+    result["provenance"]["blockwise_baseline_api"] = api[0] if api else None
+    if api is None:
+        say(_bilingual("cuBLASLt's block-scaled FP8 GEMM is not reachable here (no PyTorch, or its "
+                       "torch.nn.functional.scaled_mm lacks 1×128 / 128×128 block scaling): the blockwise kernels are "
+                       "timed without their baseline",
+                       "这里无法调用 cuBLASLt 的块缩放 FP8 GEMM（没有 PyTorch，或其 torch.nn.functional.scaled_mm 不支持 "
+                       "1×128 / 128×128 块缩放）：细粒度内核在没有对照基准的情况下计时"))
     path = Path(out) if out else None
     timing = dict(min_reps=reps, max_reps=max_reps, budget_s=budget_s)
 
@@ -587,7 +612,16 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
         M, N, K = _shape(size)
         flops = 2.0 * M * N * K
         operands = {sc: random_fp8_operands(M, N, K, sc, xp=cupy) for sc in SCALINGS}
-        baselines: dict[bool, Any] = {}
+        runs = {"cublaslt_fast": _torch_scaled_mm(*operands["per_tensor"], M, N, K, True),
+                "cublaslt_promoted": _torch_scaled_mm(*operands["per_tensor"], M, N, K, False),
+                "cublaslt_blockwise": _torch_blockwise_scaled_mm(*operands["blockwise"], M, N, K)}
+        baseline_checks = {}
+        for name, run in runs.items():
+            if run is not None:  # the baseline computes the same function too: poison, run, check
+                scaling = "blockwise" if name == "cublaslt_blockwise" else "per_tensor"
+                baseline_checks[name] = _check_rows(_bf16_bits(run, poison=True), *operands[scaling], scaling,
+                                                    M, N, K, check_rows)
+        timed: dict[str, Any] = {}
         for step in steps:
             scaling = step["scaling"]
             a_bits, a_s, b_bits, b_s = operands[scaling]
@@ -602,8 +636,8 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             C.fill(BF16_NAN)
             launch()
             ratio = _check_rows(C, a_bits, a_s, b_bits, b_s, scaling, M, N, K, check_rows)
-            fast = scaling == "per_tensor"
-            base = _torch_scaled_mm(*operands["per_tensor"], M, N, K, fast)
+            name = "cublaslt_fast" if scaling == "per_tensor" else "cublaslt_blockwise"
+            base = runs[name]
             paired = time_gpu(base, **timing) if base else None
             t = time_gpu(launch, **timing)
             params = setting_params(scaling, stages=None, block_n=opts.get("block_n"),
@@ -611,19 +645,32 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             row = {"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K, **asdict(t),
                    "tflops": flops / (t.median_ms * 1e-3) / 1e12, "max_error_ratio": ratio, "passed": ratio <= 1}
             if paired:
-                row.update({"cublas_paired_ms": paired.median_ms, "cublas_paired_sm_clock_mhz": paired.sm_clock_mhz,
-                            "baseline": _baseline_name(fast), "ratio_to_cublas": paired.median_ms / t.median_ms})
-                baselines.setdefault(fast, paired)
+                row.update({"baseline": name, "baseline_ms": paired.median_ms,
+                            "baseline_sm_clock_mhz": paired.sm_clock_mhz,
+                            "baseline_nvml_sm_clock_mhz": paired.nvml_sm_clock_mhz,
+                            "ratio_to_baseline": paired.median_ms / t.median_ms,
+                            # the names the course's other records use for the same pair
+                            "cublas_paired_ms": paired.median_ms, "cublas_paired_sm_clock_mhz": paired.sm_clock_mhz,
+                            "ratio_to_cublas": paired.median_ms / t.median_ms})
+                timed.setdefault(name, paired)
             result["records"].append(row)
             say(_row_text(row))
             save()
             del launch, C
-        for fast, t in sorted(baselines.items()):
-            result["records"].append({"level": "cublas", "params": {"library": _baseline_name(fast)}, "dtype": DTYPE,
-                                      "M": M, "N": N, "K": K, **asdict(t),
-                                      "tflops": flops / (t.median_ms * 1e-3) / 1e12})
+        for name, run in runs.items():  # one row per baseline and shape; promoted is timed here only
+            if run is None:
+                continue
+            t = timed.get(name) or time_gpu(run, **timing)
+            result["records"].append({"level": "cublas", "params": {"library": BASELINES[name]}, "baseline": name,
+                                      "dtype": DTYPE, "M": M, "N": N, "K": K, **asdict(t),
+                                      "tflops": flops / (t.median_ms * 1e-3) / 1e12,
+                                      "max_error_ratio": baseline_checks[name],
+                                      "passed": baseline_checks[name] <= 1})
+            say(f"{M}×{N}×{K}  {name:<48} {t.median_ms:8.3f} ms  {flops / t.median_ms / 1e9:7.1f} TFLOPS  "
+                f"SM {t.sm_clock_mhz or 0:.0f} MHz (NVML {t.nvml_sm_clock_mhz or 0:.0f})  "
+                f"error/allowed {baseline_checks[name]:.3f}")
         save()
-        del operands
+        del operands, runs
         cupy.get_default_memory_pool().free_all_blocks()
     if bf16_baselines:
         # Kept apart from "records" (which the course's ladder and level pages read): they are this
@@ -655,7 +702,89 @@ def _check_rows(C: Any, a_bits: Any, a_s: Any, b_bits: Any, b_s: Any, scaling: s
 
 
 def _baseline_name(fast_accum: bool) -> str:
-    return f"cuBLASLt per-tensor FP8 (torch._scaled_mm, use_fast_accum={fast_accum})"
+    return BASELINES["cublaslt_fast" if fast_accum else "cublaslt_promoted"]
+
+
+def _bf16_bits(run: Callable[[], Any], poison: bool = False) -> Any:
+    """A PyTorch baseline's bf16 output as a CuPy uint16 array (bf16 bits), shared through DLPack.
+    poison: fill the output with NaN first and run again into it, so an unwritten element fails the check."""
+    import cupy
+    import torch
+
+    out = run()
+    if poison:
+        out.view(torch.int16).fill_(BF16_NAN)  # 0x7FC0 fits in int16: the same bits
+        run(out)
+    return cupy.from_dlpack(out.view(torch.int16)).view(cupy.uint16)
+
+
+@functools.lru_cache(maxsize=1)
+def _blockwise_api() -> Optional[tuple[str, Any, Any, Any, str]]:
+    """(name, scaled_mm, recipe of A, recipe of B, output-type keyword) for cuBLASLt's block-scaled FP8
+    GEMM through PyTorch's torch.nn.functional.scaled_mm; None without PyTorch or without block scaling."""
+    try:
+        import inspect
+
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    scaled_mm = getattr(F, "scaled_mm", None)
+    kinds = getattr(F, "ScalingType", None)
+    if scaled_mm is None or kinds is None:
+        return None
+
+    def recipe(*names: str) -> Any:
+        return next((getattr(kinds, n) for n in names if hasattr(kinds, n)), None)
+
+    a_kind = recipe("BlockWise1x128", "Blockwise_1x128", "Blockwise1x128")
+    b_kind = recipe("BlockWise128x128", "Blockwise_128x128", "Blockwise128x128")
+    if a_kind is None or b_kind is None:
+        return None
+    keywords = inspect.signature(scaled_mm).parameters
+    out_kw = next((k for k in ("output_dtype", "out_dtype") if k in keywords), None)
+    if out_kw is None:
+        return None
+    return (f"torch.nn.functional.scaled_mm(a, b, scale_a, ScalingType.{a_kind.name}, scale_b, "
+            f"ScalingType.{b_kind.name}, {out_kw}=torch.bfloat16)", scaled_mm, a_kind, b_kind, out_kw)
+
+
+def _torch_blockwise_scaled_mm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, M: int, N: int,
+                               K: int) -> Optional[Callable[..., Any]]:
+    """cuBLASLt's block-scaled FP8 GEMM on the same bytes and scales: A M×K row-major with its (M, K/128)
+    scales stored column-major (strides (1, M)), B as the K×N column-major view of its N×K bytes with the
+    transposed view of its contiguous (N/128, K/128) scales; bf16 C. run(out=None) returns C.
+    None where PyTorch lacks it or refuses the shape."""
+    api = _blockwise_api()
+    if api is None or M % 16 or N % 16 or K % 128:
+        return None
+    import torch
+
+    _, scaled_mm, a_kind, b_kind, out_kw = api
+    a = torch.from_dlpack(a_bits).view(torch.float8_e4m3fn)
+    b = torch.from_dlpack(b_bits).view(torch.float8_e4m3fn).t()
+    sa = torch.from_dlpack(_device_scales_2d(a_scales)).t().contiguous().t()   # (M, K/128), strides (1, M)
+    sb = torch.from_dlpack(_device_scales_2d(b_scales)).t()                    # (K/128, N/128) view
+
+    def run(out: Any = None) -> Any:
+        C = scaled_mm(a, b, sa, a_kind, sb, b_kind, **{out_kw: torch.bfloat16})
+        if out is not None:
+            out.copy_(C)
+            return out
+        return C
+
+    try:
+        run()
+        torch.cuda.synchronize()
+    except Exception:  # a shape or layout this PyTorch refuses: leave the baseline out, say nothing wrong
+        return None
+    return run
+
+
+def _device_scales_2d(s: Any) -> Any:
+    import cupy
+
+    return cupy.ascontiguousarray(cupy.asarray(s, dtype=cupy.float32))
 
 
 def _torch_version() -> Optional[str]:
@@ -681,7 +810,10 @@ def _torch_scaled_mm(a_bits: Any, a_scale: Any, b_bits: Any, b_scale: Any, M: in
     sa = torch.tensor(float(np.asarray(a_scale).reshape(-1)[0]), device=a.device, dtype=torch.float32)
     sb = torch.tensor(float(np.asarray(b_scale).reshape(-1)[0]), device=a.device, dtype=torch.float32)
 
-    def run() -> Any:
+    def run(out: Any = None) -> Any:
+        if out is not None:
+            return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                    use_fast_accum=fast_accum, out=out)
         return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
 
     try:
@@ -694,7 +826,9 @@ def _torch_scaled_mm(a_bits: Any, a_scale: Any, b_bits: Any, b_scale: Any, M: in
 def _row_text(row: dict[str, Any]) -> str:
     check = "" if row.get("max_error_ratio") is None else f"  error/allowed {row['max_error_ratio']:.3f}"
     clock = "" if row.get("sm_clock_mhz") is None else f"  SM {row['sm_clock_mhz']:.0f} MHz"
-    base = "" if "ratio_to_cublas" not in row else f"  {row['ratio_to_cublas']:.1%} of cuBLASLt"
+    base = "" if "ratio_to_cublas" not in row else (
+        f"  {row['ratio_to_cublas']:.1%} of {row.get('baseline') or 'cuBLASLt'}"
+        + ("" if row.get("cublas_paired_sm_clock_mhz") is None else f" ({row['cublas_paired_sm_clock_mhz']:.0f} MHz)"))
     setting = ",".join(f"{k}={v}" for k, v in row["params"].items())
     return (f"{row['M']}×{row['N']}×{row['K']}  {setting:<48} {row['median_ms']:8.3f} ms  "
             f"{row['tflops']:7.1f} TFLOPS{clock}{base}{check}")

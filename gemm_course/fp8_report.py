@@ -76,6 +76,9 @@ def step_label(params: Mapping[str, Any], short: bool = False) -> str:
 
 def _baseline_label(record: Mapping[str, Any], short: bool = False) -> str:
     if record["level"] == "cublas" and record["dtype"] == DTYPE:
+        if record.get("baseline") == "cublaslt_blockwise":
+            return "cuBLASLt, block-scaled · cuBLASLt，块缩放" if short else \
+                "cuBLASLt FP8, block-scaled 1×128 / 128×128 · cuBLASLt FP8，1×128 / 128×128 块缩放"
         if "use_fast_accum=True" in record["params"].get("library", ""):
             return "cuBLASLt, fast accum. · cuBLASLt，快速累加" if short else \
                 "cuBLASLt FP8, fast accumulation · cuBLASLt FP8，快速累加"
@@ -145,8 +148,9 @@ def where(provenance: Mapping[str, Any], what: str = "timing") -> str:
         versions += f", PyTorch {p['torch']}"
         versions_zh += f"，PyTorch {p['torch']}"
     if what == "timing":
-        method = "median of ≥ 50 launches, L2 flushed; cuBLASLt via torch._scaled_mm, timed just before each kernel"
-        method_zh = "至少 50 次启动的中位数，清空 L2；cuBLASLt 经 torch._scaled_mm 调用，紧接在每个内核之前计时"
+        method = ("median of ≥ 50 launches, L2 flushed, SM clock measured on the SMs; cuBLASLt via PyTorch, "
+                  "timed just before each kernel")
+        method_zh = "至少 50 次启动的中位数，清空 L2，SM 时钟在 SM 上实测；cuBLASLt 经 PyTorch 调用，紧接在每个内核之前计时"
     elif what == "counters":
         method = f"Nsight Compute ({p.get('ncu', 'ncu').split(' (')[0]}), one profiled launch per step, clocks not locked"
         method_zh = f"Nsight Compute（{p.get('ncu', 'ncu').split(' (')[0]}），每步分析一次启动，时钟未锁定"
@@ -169,9 +173,10 @@ def square_rows(records: Sequence[Mapping[str, Any]], n: int) -> list[Mapping[st
     steps = sorted((r for r in at if r["level"] == LEVEL_ID), key=lambda r: order[step_key(r["params"])])
     fast = [r for r in at if r["level"] == "cublas" and r["dtype"] == DTYPE and "True" in r["params"]["library"]]
     promoted = [r for r in at if r["level"] == "cublas" and r["dtype"] == DTYPE and "False" in r["params"]["library"]]
+    blockwise = [r for r in at if r["level"] == "cublas" and r.get("baseline") == "cublaslt_blockwise"]
     bf16 = [r for r in at if r["level"] == "cublas" and r["dtype"] == BF16]
     level11 = [r for r in at if r["level"] == "11_hopper_wgmma" and r["dtype"] == BF16]
-    return steps + fast[:1] + promoted[:1] + bf16[:1] + level11[:1]
+    return steps + fast[:1] + promoted[:1] + blockwise[:1] + bf16[:1] + level11[:1]
 
 
 def fastest_step(records: Sequence[Mapping[str, Any]], size: Sequence[int],
@@ -183,9 +188,15 @@ def fastest_step(records: Sequence[Mapping[str, Any]], size: Sequence[int],
 
 
 def fastest_cublaslt(records: Sequence[Mapping[str, Any]], size: Sequence[int]) -> Mapping[str, Any]:
-    """The faster of cuBLASLt's two FP8 runs (fast accumulation or promoted) at one shape."""
+    """The fastest of cuBLASLt's FP8 runs at one shape (per-tensor fast or promoted, or block-scaled)."""
     return max((r for r in records if r["level"] == "cublas" and r["dtype"] == DTYPE and _is(r, size)),
                key=lambda r: r["tflops"])
+
+
+def cublaslt(records: Sequence[Mapping[str, Any]], size: Sequence[int], baseline: str) -> Optional[Mapping[str, Any]]:
+    """cuBLASLt's FP8 row at one shape by its baseline name (fp8_gemm.BASELINES), None if not recorded."""
+    return next((r for r in records if r["level"] == "cublas" and r["dtype"] == DTYPE and _is(r, size)
+                 and r.get("baseline") == baseline), None)
 
 
 def cublas_bf16(records: Sequence[Mapping[str, Any]], size: Sequence[int]) -> Mapping[str, Any]:
@@ -227,7 +238,7 @@ def steps_figure(records: Optional[Sequence[Mapping[str, Any]]] = None, subtitle
         for r in bars:
             extra = ""
             if r.get("ratio_to_cublas") is not None and r["level"] == LEVEL_ID:
-                extra = (f"<br>{r['ratio_to_cublas']:.1%} of cuBLASLt timed just before it "
+                extra = (f"<br>{r['ratio_to_cublas']:.1%} of {r.get('baseline') or 'cuBLASLt'} timed just before it "
                          f"({r['cublas_paired_sm_clock_mhz']:.0f} MHz)")
             hover.append(f"{label(r).split(' · ')[0]}<br>{r['tflops']:.1f} TFLOPS at {_clock(r)}, "
                          f"median {r['median_ms']:.3f} ms{extra}")
@@ -246,7 +257,8 @@ def steps_figure(records: Optional[Sequence[Mapping[str, Any]]] = None, subtitle
 
 def projection_figure(records: Optional[Sequence[Mapping[str, Any]]] = None, subtitle: Optional[str] = None) -> Any:
     """The projection shapes (M = 64, 128 and 4096 against three weight matrices): Level 13's fastest
-    step at each, beside the faster of cuBLASLt's two FP8 modes and cuBLAS in bf16 (log scale)."""
+    step at each, beside the fastest of cuBLASLt's FP8 runs, its block-scaled GEMM (the fine-grained kernels'
+    baseline) and cuBLAS in bf16 (log scale)."""
     import plotly.graph_objects as go
 
     from .plots import CUBLAS_COLOR, PALETTE, _layout
@@ -259,11 +271,15 @@ def projection_figure(records: Optional[Sequence[Mapping[str, Any]]] = None, sub
     ours = [fastest_step(records, s) for s in shapes]
     lt = [fastest_cublaslt(records, s) for s in shapes]
     bf = [cublas_bf16(records, s) for s in shapes]
+    blockwise = [cublaslt(records, s, "cublaslt_blockwise") for s in shapes]
+    series = [("Level 13, fastest step · 第 13 级最快的一步", ours, PALETTE[0], lambda r: label(r).split(" · ")[0]),
+              ("cuBLASLt FP8, faster mode · cuBLASLt FP8，较快的模式", lt, CUBLAS_COLOR, lambda r: label(r).split(" · ")[0])]
+    if all(blockwise):  # the fine-grained kernels' own baseline, where this run had it
+        series.append(("cuBLASLt FP8, block-scaled · cuBLASLt FP8，块缩放", blockwise, PALETTE[1 % len(PALETTE)],
+                       lambda r: label(r).split(" · ")[0]))
+    series.append(("cuBLAS bf16", bf, "#999999", lambda r: "bf16"))
     fig = go.Figure()
-    for name, rows, color, note in (
-            ("Level 13, fastest step · 第 13 级最快的一步", ours, PALETTE[0], lambda r: label(r).split(" · ")[0]),
-            ("cuBLASLt FP8, faster mode · cuBLASLt FP8，较快的模式", lt, CUBLAS_COLOR, lambda r: label(r).split(" · ")[0]),
-            ("cuBLAS bf16", bf, "#999999", lambda r: "bf16")):
+    for name, rows, color, note in series:
         fig.add_trace(go.Bar(
             name=name, x=x, y=[r["tflops"] for r in rows], marker_color=color,
             text=[f"{r['tflops']:.0f}" for r in rows], textposition="outside",
@@ -377,9 +393,9 @@ def small_m_table() -> Any:
 
     run = small_m_run()
     rows = [r for r in run["records"] if r["level"] == LEVEL_ID]
-    body = [[shape_label(r), step_label(r["params"]), f"{r['tflops']:.1f}", f"{r['ratio_to_cublas']:.1%}",
-             f"{r['sm_clock_mhz']:.0f} MHz"] for r in rows]
-    first = table(["shape · 形状", "step · 步骤", "TFLOPS", "of cuBLASLt · 占 cuBLASLt", "SM clock · SM 时钟"], body)
+    body = [[shape_label(r), step_label(r["params"]), f"{r['tflops']:.1f}",
+             f"{r['ratio_to_cublas']:.1%} ({r.get('baseline', 'cuBLASLt')})", f"{r['sm_clock_mhz']:.0f} MHz"] for r in rows]
+    first = table(["shape · 形状", "step · 步骤", "TFLOPS", "of its baseline · 占其基准", "SM clock · SM 时钟"], body)
     counters = small_m_counters()
     body2 = [[shape_label(r), step_label(r["params"]), f"{r['metrics']['tensor_pipe_pct']:.1f}%",
               f"{r['metrics']['dram_pct']:.1f}%", f"{r['metrics']['duration_ns'] / 1e3:.1f} µs"] for r in counters]

@@ -310,9 +310,13 @@ GROUPS: tuple[Group, ...] = (
     Group("Performance models", "性能模型", (
         T("sm-clock", "SM clock", "SM 时钟频率", 1,
           "The frequency the SMs run at. The GPU raises and lowers it by itself; under a long heavy load the power "
-          "cap lowers it, so the same kernel runs slower late in a run. The course records it beside every timing.",
+          "cap lowers it, so the same kernel runs slower late in a run, and a power-hungry Tensor Core kernel runs at a "
+          "lower clock than a light one. The course measures it on the SMs (cycles counted over nanoseconds elapsed "
+          "across the timed launches) and records it beside every timing; NVML's reading, which can show the full "
+          "clock while a kernel runs below it, is kept beside it.",
           "SM 的运行频率。GPU 会自行升降频率；在长时间的重负载下，功耗上限会把它压低，所以同一个内核在一次测量的后段"
-          "会变慢。本课程在每条计时记录旁都记下这个频率。",
+          "会变慢，而耗电多的张量核心内核比轻负载的内核运行在更低的频率上。本课程在 SM 上直接测量它（计时启动期间经过的"
+          "周期数除以经过的纳秒数），记在每条计时记录旁；NVML 的读数也一并保留，它可能在内核低于满频运行时仍显示满频。",
           en_aliases=("power cap",), zh_aliases=("功耗上限",)),
         T("gemm", "GEMM", "GEMM", 0,
           "General matrix multiply, C ← αAB + βC; SGEMM is the fp32 version. The course's levels compute C = AB.",
@@ -576,9 +580,11 @@ GROUPS: tuple[Group, ...] = (
           "NVIDIA 的 BLAS 库。每一级都在同一次运行中与 cuBLAS 对比计时，它的速度是本课程的标尺。"),
         T("cublaslt", "cuBLASLt", "cuBLASLt", 13,
           "The lightweight cuBLAS API with more options per call: layouts, epilogues, FP8 inputs with their scale "
-          "factors. Level 13's FP8 baseline is cuBLASLt, reached through PyTorch's torch._scaled_mm.",
+          "factors. Level 13's FP8 baselines are cuBLASLt, reached through PyTorch: torch._scaled_mm with per-tensor "
+          "scales, and torch.nn.functional.scaled_mm with 1×128 and 128×128 block scales.",
           "cuBLAS 的轻量级 API，每次调用可设置更多选项：布局、尾处理、带缩放因子的 FP8 输入。第 13 级的 FP8 "
-          "对照基准就是 cuBLASLt，经 PyTorch 的 torch._scaled_mm 调用。"),
+          "对照基准就是 cuBLASLt，经 PyTorch 调用：逐张量缩放用 torch._scaled_mm，1×128 与 128×128 块缩放用 "
+          "torch.nn.functional.scaled_mm。"),
         T("ptx", "PTX", "PTX", 4,
           "NVIDIA's virtual instruction set: CUDA C++ compiles to PTX, which `ptxas` turns into SASS. Inline PTX "
           "gives access to instructions such as `mma.sync` and `ldmatrix`.",
@@ -714,6 +720,7 @@ NOT_TERMS: dict[str, tuple[str, ...]] = {
         r"TM×TN block",                 # a block of C held by one thread
         r"one thread that launched",    # a CPU thread
         r"k-blocks?",                   # 128 of k (Level 13's scale block), not a thread block
+        r"block-scaled",                # scales per block of a matrix (cuBLASLt's FP8 GEMM), not a thread block
     ),
     "zh": (
         r"进程网格",                    # a grid of GPUs (Level 12)

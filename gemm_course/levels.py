@@ -1044,4 +1044,8 @@ def get_level(level: str | int | Level) -> Level:
         if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number) or \
                 (isinstance(level, str) and level.isdigit() and int(level) == lv.number):
             return lv
-    raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}")
+    beyond = ""
+    if str(level).startswith(("12", "13")) or str(level) in ("multi_gpu", "fp8_blockscaled"):
+        beyond = ("; Levels 12 and 13 are not kernels of this registry: use `python -m gemm_course multigpu` "
+                  "(gemm_course.multigpu) and `python -m gemm_course fp8` (gemm_course.fp8_gemm)")
+    raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}{beyond}")

@@ -832,9 +832,33 @@ def grade(exercise_id: str, source: str) -> Any:
 
     from .exercises import grade as run_grade
 
+    from .exercises import progress
+
     verdict = run_grade(exercise_id, source)
     en, zh = ("\n".join(verdict.lines(lang)) for lang in ("en", "zh"))
     display(_html(f"<pre class='gemm-verdict'>{html.escape(en)}</pre>", f"<pre class='gemm-verdict'>{html.escape(zh)}</pre>"))
+    warning = progress.record(verdict)
+    if warning:
+        print(warning)
+    return None
+
+
+def progress(level: Any = None) -> Any:
+    """Your exercises so far (solved, not solved, compiled but not verified), from the progress file."""
+    from IPython.display import display
+
+    from .exercises import progress as saved
+
+    rows = saved.status_rows(level)
+
+    def table(lang: str) -> str:
+        head = ("exercise", "status", "attempts") if lang == "en" else ("练习", "状态", "尝试次数")
+        body = "".join(f"<tr><td>{html.escape(r['id'])}</td><td>{saved.LABELS[r['best']][0 if lang == 'en' else 1]}</td>"
+                       f"<td>{r['attempts'] or ''}</td></tr>" for r in rows)
+        return (f"<div><p>{html.escape(saved.summary_line(rows, lang))}</p><table class='gemm-table'><thead><tr>"
+                + "".join(f"<th>{h}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+    display(_html(table("en"), table("zh")))
     return None
 
 

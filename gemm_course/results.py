@@ -119,16 +119,48 @@ def command_line(provenance: dict[str, Any]) -> str:
     return re.sub(r"--out\s+\S+", "--out FILE", provenance.get("command", ""))
 
 
+# What a ratio is against, by the name summary rows carry in "baseline".
+BASELINE_NAMES = {
+    "cublas": "cuBLAS in the same input type (cupy.matmul; bf16 through cublasGemmEx)",
+    "cublaslt_fast": "cuBLASLt per-tensor FP8, fast accumulation (torch._scaled_mm, use_fast_accum=True)",
+    "cublaslt_promoted": "cuBLASLt per-tensor FP8, promoted (torch._scaled_mm, use_fast_accum=False)",
+    "cublaslt_blockwise": "cuBLASLt block-scaled FP8, 1×128 A / 128×128 B (torch.nn.functional.scaled_mm)",
+}
+
+
+def baseline_of(record: dict[str, Any]) -> str:
+    """The name of the baseline a record's ratio is against: the record's own "baseline" where it names one
+    (Level 13), the per-tensor mode named in an older FP8 record's description, else cuBLAS."""
+    name = record.get("baseline")
+    if name in BASELINE_NAMES:
+        return name
+    if name and "use_fast_accum=True" in name:
+        return "cublaslt_fast"
+    if name and "use_fast_accum=False" in name:
+        return "cublaslt_promoted"
+    return "cublas"
+
+
 def summary(level: Optional[str] = None) -> list[dict[str, Any]]:
-    """The recorded ladder: level, params, dtype, size, TFLOPS, cuBLAS TFLOPS, ratio, GPU, date."""
+    """The recorded ladder: level, params, dtype, size, TFLOPS, the baseline (its name, TFLOPS and the
+    ratio to it, measured in the same run), the SM clocks of kernel and baseline where recorded, GPU, date.
+
+    ratio_to_baseline is the baseline's time over the kernel's; cublas_tflops and ratio_to_cublas are the
+    same numbers under their older names (for Level 13 the baseline is cuBLASLt, see "baseline")."""
     rows = []
     for r in recorded(level):
-        if r["level"] == "cublas":
+        if r["level"] == "cublas" or r.get("ratio_to_cublas") is None:
             continue
+        ratio = r.get("ratio_to_baseline", r["ratio_to_cublas"])
         rows.append({"level": r["level"], "params": r["params"], "dtype": r["dtype"],
                      "M": r["M"], "N": r["N"], "K": r["K"], "ms": r["median_ms"],
-                     "tflops": r["tflops"], "cublas_tflops": r["tflops"] / r["ratio_to_cublas"],
-                     "ratio_to_cublas": r["ratio_to_cublas"], "gpu": r["gpu"], "date": r["date"]})
+                     "tflops": r["tflops"], "baseline": baseline_of(r), "baseline_tflops": r["tflops"] / ratio,
+                     "ratio_to_baseline": ratio, "cublas_tflops": r["tflops"] / ratio, "ratio_to_cublas": ratio,
+                     "sm_clock_mhz": r.get("sm_clock_mhz"),
+                     "baseline_sm_clock_mhz": r.get("baseline_sm_clock_mhz", r.get("cublas_paired_sm_clock_mhz")),
+                     "clock_source": "sm" if "clock64" in r["provenance"].get("method", "") else
+                                     ("nvml" if r.get("sm_clock_mhz") is not None else None),
+                     "gpu": r["gpu"], "date": r["date"]})
     return rows
 
 
@@ -139,3 +171,20 @@ SEED_CLAIMS: dict[str, float] = {
     "05_register_blocking": 0.70, "06_fused_epilogue": 0.81, "07_vectorized": 0.89,
 }
 SEED_CLAIMS_SOURCE = "seed guide, table 'measured performance (RTX 3080, 1024×1024×1024)'"
+
+
+CLOCKS_DIR = RESULTS_DIR / "clocks"  # re-recordings that measured each kernel's own SM clock (bench.KernelClock)
+
+
+def clock_range(level: str, dtype: str, n: int = 4096) -> dict[str, float]:
+    """The SM clocks measured on the SMs (not NVML) for a level's showcase at n³ in the re-recording of
+    clocks/h200_top_rungs_<dtype>_clocks.json: the kernels' lowest and highest, and those of the cuBLAS
+    runs paired with them (MHz). These files sit apart from the shipped timings, which read NVML."""
+    data = load(CLOCKS_DIR / f"h200_top_rungs_{dtype}_clocks.json")
+    rows = [r for r in data["records"] if r["level"] == level and (r["M"], r["N"], r["K"]) == (n, n, n)]
+    if not rows:
+        raise KeyError(f"no clock re-recording of {level} in {dtype} at {n}³")
+    kernel = [r["sm_clock_mhz"] for r in rows]
+    paired = [r["cublas_paired_sm_clock_mhz"] for r in rows]
+    return {"kernel_min": min(kernel), "kernel_max": max(kernel), "cublas_min": min(paired), "cublas_max": max(paired),
+            "nvml_min": min(r["nvml_sm_clock_mhz"] for r in rows), "file": f"clocks/{Path(data['provenance']['command'].split('--out ')[-1]).name}"}

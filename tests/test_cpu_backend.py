@@ -125,16 +125,32 @@ def test_too_strict_edge_guard_leaves_elements_unwritten():
     assert not result.passed and result.unwritten == 65, str(result)
 
 
-def test_too_lax_edge_guard_is_an_out_of_bounds_write():
+def _naive(source: str, M: int, N: int, K: int, **kw) -> None:
+    """Level 1's default kernel of `source` through the lower-level door (race_check=False possible)."""
+    A, B = gc.random_operands(M, N, K, seed=0, xp=np)
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    cb.launch_kernel(source, "gemm_naive_cols<32, 8>", Launch((ceil_div(N, 32), ceil_div(M, 8), 1), (32, 8, 1)),
+                     [A, B, C, M, N, K], names=["A", "B", "C", "M", "N", "K"], source_name="01_naive.cu", **kw)
+
+
+def test_too_lax_edge_guard_is_an_out_of_bounds_access():
     src = gc.kernel_source("01_naive").replace(NAIVE_GUARD, "if (row > M || col > N) return;")
+    # The instrumented build stops at the first one, before it happens: column 65 of B's last row.
+    with pytest.raises(cb.KernelMemoryError, match=r"thread \(1,0,0\) of block \(2,0,0\) read B\[17, 0\].*"
+                                                   r"past its last element.* at 01_naive\.cu:\d+, out of bounds"):
+        gc.check("01_naive", 33, 65, 17, backend="cpu", source=src)
+    # The plain build: the reads land in the tail padding; the write into it is found after the launch.
     with pytest.raises(cb.KernelMemoryError, match=r"wrote out of bounds: C\[33, 0\].*past its last"):
-        gc.check("01_naive", 33, 65, 17, backend="cpu", source=src)
+        _naive(src, 33, 65, 17, race_check=False)
 
 
-def test_out_of_bounds_read_is_caught_by_the_guard_page():
+def test_out_of_bounds_read_is_caught_before_it_happens_or_by_the_guard_page():
     src = gc.kernel_source("01_naive").replace("A[(size_t)row * K + k]", "A[(size_t)row * K + k - 1]")
-    with pytest.raises(cb.KernelMemoryError, match=r"thread \(0,0,0\) of block \(0,0,0\) accessed A\[-1, 16\]"):
+    with pytest.raises(cb.KernelMemoryError, match=r"thread \(0,0,0\) of block \(0,0,0\) read A\[-1, 16\]"):
         gc.check("01_naive", 33, 65, 17, backend="cpu", source=src)
+    with pytest.raises(cb.KernelMemoryError, match=r"thread \(0,0,0\) of block \(0,0,0\) accessed A\[-1, 16\] "
+                                                   r".*at 01_naive\.cu:\d+, out of bounds \(caught by a guard page"):
+        _naive(src, 33, 65, 17, race_check=False)
 
 
 def test_misaligned_float4_load_is_caught_as_on_a_gpu():
@@ -226,8 +242,8 @@ def test_the_race_detector_names_both_threads_and_both_lines(barrier):
         run_tiled(broken, 16, 33, 65, 17)
     message = str(caught.value)
     assert "shared-memory race in block (0,0,0): thread (0,0,0)" in message and "thread (1,0,0)" in message
-    named = {int(n) for n in re.findall(r"kernel\.cu:(\d+)", message)}
-    assert len(named) == 2 and named <= lines | {n + 1 for n, line in enumerate(TILED.splitlines()) if "Bs[" in line}
+    named = {int(place.split(":")[1]) for place in caught.value.lines}
+    assert all(place in message for place in caught.value.lines) and len(named) == 2 and named <= lines | {n + 1 for n, line in enumerate(TILED.splitlines()) if "Bs[" in line}
 
 
 def test_the_race_detector_is_silent_without_a_race_and_can_be_turned_off():
@@ -242,7 +258,7 @@ def test_barrier_that_not_all_threads_reach_raises_at_once():
     start = time.perf_counter()
     with pytest.raises(cb.KernelBarrierError,
                        match=r"__syncthreads\(\) reached by 16 of 256 threads of block \(2,0,0\): "
-                             r"a barrier inside a branch that not all threads take\? The barrier is at line 19"):
+                             r"a barrier inside a branch that not all threads take\? The barrier is at kernel\.cu:19;"):
         run_tiled(early_return, 16, 20, 33, 17)  # block (2,0,0): columns 32..47, only 32 is in range
     assert time.perf_counter() - start < 5
 
@@ -251,7 +267,7 @@ def test_threads_waiting_at_different_barriers_raise():
     src = TILED.replace("__syncthreads();  // BARRIER 1",
                         "if (tx == 0) {\n            __syncthreads();\n        } else {\n"
                         "            __syncthreads();\n        }  //")
-    with pytest.raises(cb.KernelBarrierError, match=r"wait at different __syncthreads\(\).*line 19.*line 21"):
+    with pytest.raises(cb.KernelBarrierError, match=r"wait at different __syncthreads\(\).*at kernel\.cu:19.*at kernel\.cu:21\."):
         run_tiled(src, 16, 33, 65, 17)
 
 
@@ -289,12 +305,12 @@ __global__ void tile_sum(const float* __restrict__ x, const float* __restrict__ 
 """
 
 
-def _tile_sum(source: str, n: int = 100, T: int = 32) -> tuple[np.ndarray, np.ndarray]:
+def _tile_sum(source: str, n: int = 100, T: int = 32, **kw) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     x, bias = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     y = np.full(n, np.nan, dtype=np.float32)
     cb.launch_kernel(source, f"tile_sum<{T}>", Launch((ceil_div(n, T), 1, 1), (T, 1, 1), T * 4),
-                     [x, bias, y, 0.5, n], names=["x", "bias", "y", "alpha", "n"])
+                     [x, bias, y, 0.5, n], names=["x", "bias", "y", "alpha", "n"], **kw)
     xp = np.concatenate([x, np.zeros(ceil_div(n, T) * T - n, np.float32)]).reshape(-1, T)
     expected = 0.5 * np.repeat(xp.sum(axis=1), T)[:n] + bias
     return y, expected
@@ -308,8 +324,13 @@ def test_pipeline_copies_dynamic_shared_memory_and_extra_arguments():
 
 
 def test_missing_pipeline_wait_reads_stale_shared_memory():
-    y, _ = _tile_sum(PIPELINED.replace("__pipeline_wait_prior(0);  // WAIT", ""))
-    assert np.isnan(y).all()  # the copies land only when the thread waits (here: when it returns)
+    broken = PIPELINED.replace("__pipeline_wait_prior(0);  // WAIT", "")
+    y, _ = _tile_sum(broken, race_check=False)
+    assert np.isnan(y).all()  # the copies land only when the thread waits (here: never)
+    with pytest.raises(cb.KernelAsyncCopyError, match=r"thread \(0,0,0\) of block \(0,0,0\) read byte 0 of dynamic "
+                                                      r"shared memory at kernel\.cu:\d+, which a cp\.async issued at "
+                                                      r"kernel\.cu:\d+ \(by the same thread\)"):
+        _tile_sum(broken)
 
 
 def test_arguments_are_checked_against_the_kernel_signature():
@@ -467,14 +488,14 @@ def test_barrier_errors_are_bilingual_and_keep_their_numbers():
     err = raised(cb.KernelBarrierError, run_tiled, early_return, 16, 20, 33, 17)
     _, zh = assert_bilingual(err)
     assert (err.kind, err.block, err.waiting, err.total, err.lines) == ("partial", (2, 0, 0), 16, 256, (19,))
-    assert "256 个线程中只有 16 个到达了第 19 行的 __syncthreads()" in zh and "240 个线程已经从内核返回" in zh
+    assert "256 个线程中只有 16 个到达了 kernel.cu:19 的 __syncthreads()" in zh and "240 个线程已经从内核返回" in zh
     diverging = TILED.replace("__syncthreads();  // BARRIER 1",
                               "if (tx == 0) {\n            __syncthreads();\n        } else {\n"
                               "            __syncthreads();\n        }  //")
     err = raised(cb.KernelBarrierError, run_tiled, diverging, 16, 33, 65, 17)
     _, zh = assert_bilingual(err)
     assert err.kind == "divergent" and err.lines == (19, 21) and err.threads[0] == (0, 0, 0)
-    assert "线程 (0,0,0) 在第 19 行" in zh and f"线程 {cb._xyz(err.threads[1])} 在第 21 行" in zh
+    assert "线程 (0,0,0) 在 kernel.cu:19" in zh and f"线程 {cb._xyz(err.threads[1])} 在 kernel.cu:21" in zh
 
 
 def test_timeout_is_bilingual():
@@ -489,13 +510,22 @@ def test_timeout_is_bilingual():
 
 def test_memory_errors_are_bilingual():
     naive = gc.kernel_source("01_naive")
-    with pytest.raises(cb.KernelMemoryError) as caught:  # past the end: the guard bytes
-        gc.check("01_naive", 33, 65, 17, backend="cpu", source=naive.replace(NAIVE_GUARD, "if (row > M || col > N) return;"))
+    lax = naive.replace(NAIVE_GUARD, "if (row > M || col > N) return;")
+    with pytest.raises(cb.KernelMemoryError) as caught:  # past the end: the instrumented build's check
+        gc.check("01_naive", 33, 65, 17, backend="cpu", source=lax)
+    _, zh = assert_bilingual(caught.value)
+    assert "越界读取了 B[17, 0]" in zh and "在最后一个元素之后" in zh
+    with pytest.raises(cb.KernelMemoryError) as caught:  # past the end: the plain build's tail bytes
+        _naive(lax, 33, 65, 17, race_check=False)
     _, zh = assert_bilingual(caught.value)
     assert "越界写入了 C[33, 0]" in zh and "在最后一个元素之后" in zh
-    with pytest.raises(cb.KernelMemoryError) as caught:  # before the start: the guard page
-        gc.check("01_naive", 33, 65, 17, backend="cpu",
-                 source=naive.replace("A[(size_t)row * K + k]", "A[(size_t)row * K + k - 1]"))
+    early = naive.replace("A[(size_t)row * K + k]", "A[(size_t)row * K + k - 1]")
+    with pytest.raises(cb.KernelMemoryError) as caught:  # before the start: the instrumented build's check
+        gc.check("01_naive", 33, 65, 17, backend="cpu", source=early)
+    _, zh = assert_bilingual(caught.value)
+    assert "越界读取了 A[-1, 16]" in zh and "在第一个元素之前" in zh and caught.value.line in zh
+    with pytest.raises(cb.KernelMemoryError) as caught:  # before the start: the plain build's guard page
+        _naive(early, 33, 65, 17, race_check=False)
     _, zh = assert_bilingual(caught.value)
     assert caught.value.signal_name in zh and "越界访问了 A[-1, 16]" in zh and "在第一个元素之前" in zh
 

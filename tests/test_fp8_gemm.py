@@ -296,6 +296,34 @@ def test_fp8_gemm_refuses_host_arrays_on_a_gpu():
 
 
 @needs_hopper
+@pytest.mark.parametrize("options", [{"splits": 4}, {"block_m": 64, "splits": 3}], ids=["m128", "m64"])
+def test_split_k_launched_twice_on_the_same_counters(options):
+    """One prepared launch run twice: the second finds the tile counters the first left (the last unit of
+    each tile sets its counter back to zero), with C poisoned in between: every element written again,
+    right, and bit for bit the same."""
+    import cupy
+
+    from gemm_course.dtypes import to_float64
+    from gemm_course.fp8 import reference_gemm_fp8
+
+    M, N, K = 64, 2112, 2048
+    ops = fg.random_fp8_operands(M, N, K, "blockwise", seed=3, xp=cupy)
+    launch, C = fg.prepare(*ops, scaling="blockwise", **options)
+    results = []
+    for _ in range(2):
+        C.fill(fg.BF16_NAN)
+        launch()
+        cupy.cuda.get_current_stream().synchronize()
+        results.append(C.copy())
+    first, second = (to_float64(cupy.asnumpy(r)) for r in results)
+    assert not np.isnan(second).any(), "the second launch left elements of C unwritten: its counters were not reset"
+    assert bool((results[0] == results[1]).all())
+    ref = reference_gemm_fp8(*(cupy.asnumpy(x) for x in ops))
+    mag = fg.magnitude_gemm(*(cupy.asnumpy(x) for x in ops))
+    assert float((np.abs(second - ref) / fg.allowed_error(ref, mag, K, "blockwise")).max()) <= 1
+
+
+@needs_hopper
 def test_fp8_gemm_allocates_c_and_runs_twice_the_same():
     import cupy
 

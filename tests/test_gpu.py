@@ -290,3 +290,25 @@ def test_fp8_quantisation_on_cupy_matches_numpy():
         assert (cupy.asnumpy(x) == y).all()
     reference = fp8.reference_gemm_fp8(*on_cpu)
     assert abs(cupy.asnumpy(fp8.reference_gemm_fp8(*on_gpu)) - reference).max() <= 1e-12 * abs(reference).max()
+
+
+# --- exercises whose result only a GPU can check ----------------------------------------------------------
+
+def _tensor_core_exercises():
+    from gemm_course import exercises as ex
+    from gemm_course.levels import get_level
+
+    return [e for e in ex.exercises() if e.runner == "tensor_core" and get_level(e.level).setting_runs_on(
+        gc.device.compute_capability(), get_level(e.level).resolve(**e.params))] if gc.gpu_available() else []
+
+
+@pytest.mark.parametrize("exercise", _tensor_core_exercises(), ids=lambda e: e.id)
+def test_tensor_core_exercise_solutions_are_right_on_the_gpu(exercise):
+    """Without a GPU their verdict is "compiled, not verified"; on one the grader runs them on odd shapes
+    against the float64 reference and times them against the level's kernel and cuBLAS."""
+    from gemm_course import exercises as ex
+
+    verdict = ex.grade(exercise.id, exercise.solution, seed=1)
+    assert verdict.status == "solved", str(verdict)
+    assert any(s.name == "gpu" and s.passed for s in verdict.steps) and any(s.name == "speed" for s in verdict.steps)
+    print("\n".join(verdict.lines("en")))

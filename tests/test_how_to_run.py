@@ -26,7 +26,7 @@ from test_bilingual import read_myst  # tests/ is on sys.path (rootdir-less test
 from test_prose_pages import english
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["book/how_to_run.md", "book/intro.md"]
+PAGES = ["book/how_to_run.md", "book/command_line.md", "book/intro.md"]
 NO_NETWORK = ("git clone", "cd gemm-course", "pip install", "jupyter lab")
 
 
@@ -47,9 +47,9 @@ def test_code_cells_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
             pytest.fail(f"{page}, code cell {i} raised {type(err).__name__}: {err}\n{source}")
 
 
-def _commands(page: str = "how_to_run.md") -> list[tuple[str, str]]:
-    """(command, comment) for every line of the bash blocks in the English prose."""
-    text = english(page)
+def _commands(pages: tuple[str, ...] = ("how_to_run.md", "command_line.md")) -> list[tuple[str, str]]:
+    """(command, comment) for every line of the bash blocks in the English prose of the pages."""
+    text = "\n".join(english(page) for page in pages)
     out = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.splitlines():
@@ -79,7 +79,7 @@ def test_shell_commands_work(tmp_path: Path) -> None:
         expected = 1 if "FAIL" in comment else 0
         assert done.returncode == expected, f"`{command}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
         ran.append(_subcommand(command) or command.split()[0])
-    assert {"exercises", "grade", "counters", "cp", "levels", "report", "summary"} <= set(ran), ran
+    assert {"exercises", "grade", "counters", "levels", "report", "summary"} <= set(ran), ran
 
 
 def test_the_install_lines_are_shown() -> None:
@@ -106,11 +106,11 @@ def test_how_to_run_numbers() -> None:
     # Levels 0 (the primer) and 1 to 8 run on the CPU; 9 to 11 are Tensor Core levels
     assert _simt_levels() == list(range(1, 9)) and "Levels 1 to 8" in text
     assert _tensor_core_levels() == [9, 10, 11] and text.count("Levels 9 to 11") == 2
-    # every level from 1 to 11 has exercises and recorded counters
-    assert {get_level(e.level).number for e in exercises()} == set(range(1, 12))
+    # every level from 0 to 13 has exercises; 1 to 11 have recorded counters
+    assert {e.number for e in exercises()} == set(range(0, 14)) and "Every level from 0 to 13 ends with exercises" in text
     assert all(counters.table_rows(lv.id) for lv in levels() if 1 <= lv.number <= 11)
     assert {r["gpu"] for r in counters.recorded()} == {"NVIDIA H200"}
-    assert text.count("Levels 1 to 11") == 2
+    assert text.count("Levels 1 to 11") == 1
     # the CPU backend's limit: about 512³ multiply-adds
     assert cpu_backend.DEFAULT_MAX_WORK == 512 ** 3
     assert f"about 512³ multiply-adds ({cpu_backend.DEFAULT_MAX_WORK:,} by default)" in text
@@ -137,7 +137,10 @@ def test_how_to_run_numbers() -> None:
     assert "a warp reads 32 neighbouring floats of B, 4 sectors, and one float of A that all its threads " \
            "share, 1 sector" in text
     # grade's exit status
-    assert "exits with 0 when your kernel passes and 1 when it fails" in text
+    from gemm_course.exercises.grade import EXIT_CODES
+
+    assert EXIT_CODES == {"solved": 0, "failed": 1, "not_verified": 3}
+    assert "exits with 0 when your kernel passes, 1 when it fails and 3 when it compiled but could not be verified" in text
 
 
 def test_intro_numbers() -> None:
@@ -146,8 +149,8 @@ def test_intro_numbers() -> None:
     assert (REPO / "notebooks" / "00_cuda_basics.ipynb").is_file()
     for page in ("gpu_primer.md", "sass_cheatsheet.md", "glossary.md"):
         assert f"]({page})" in (REPO / "book" / "intro.md").read_text(encoding="utf-8"), page
-    assert {get_level(e.level).number for e in exercises()} == set(range(1, 12))
+    assert {e.number for e in exercises()} == set(range(0, 14))
     assert all(counters.table_rows(lv.id) for lv in levels() if 1 <= lv.number <= 11)
     assert "Levels 1 to 11 also set the models' predictions beside hardware counters measured with Nsight " \
-           "Compute on the H200" in text
+           "Compute on the H200, and every level from 0 to 13 ends with exercises" in text
     assert _simt_levels() == list(range(1, 9)) and "the kernels of Levels 0 to 8 run on your CPU" in text

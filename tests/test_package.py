@@ -169,7 +169,9 @@ def test_recorded_files_are_consistent(path):
         if r["level"] == results.FP8_LEVEL:  # Level 13 runs outside the registry: its own check and baseline
             assert r["dtype"] == "float8_e4m3" and r["passed"] and r["max_error_ratio"] <= 1
             assert r["ratio_to_cublas"] == pytest.approx(r["cublas_paired_ms"] / r["median_ms"])
-            assert r["sm_clock_mhz"] > 0 and r["reps"] >= 50 and "cuBLASLt" in r["baseline"]
+            assert r["sm_clock_mhz"] > 0 and r["reps"] >= 50 and r["baseline"] in results.BASELINE_NAMES
+            assert r["ratio_to_baseline"] == r["ratio_to_cublas"] and r["baseline_ms"] == r["cublas_paired_ms"]
+            assert r["baseline"] == ("cublaslt_blockwise" if r["params"]["scaling"] == "blockwise" else "cublaslt_fast")
             continue
         lv = gc.get_level(r["level"])
         setting = lv.resolve(**r["params"])  # a setting the registry still accepts
@@ -192,6 +194,14 @@ def test_summary_command_json():
                          text=True, check=True, cwd=ROOT).stdout
     rows = json.loads(out)
     assert rows and {"level", "tflops", "cublas_tflops", "ratio_to_cublas", "gpu"} <= set(rows[0])
+    # every row names the baseline its ratio is against; Level 13's fine-grained rows are against block-scaled
+    # cuBLASLt, its per-tensor rows against cuBLASLt's per-tensor fast mode, every other level against cuBLAS
+    assert all(r["baseline"] in results.BASELINE_NAMES and r["ratio_to_baseline"] > 0 for r in rows)
+    fp8_rows = [r for r in rows if r["level"] == results.FP8_LEVEL]
+    assert fp8_rows and {r["baseline"] for r in fp8_rows if r["params"]["scaling"] == "blockwise"} == {"cublaslt_blockwise"}
+    assert {r["baseline"] for r in fp8_rows if r["params"]["scaling"] == "per_tensor"} == {"cublaslt_fast"}
+    assert {r["baseline"] for r in rows if r["level"] != results.FP8_LEVEL} == {"cublas"}
+    assert {r["clock_source"] for r in fp8_rows} == {"sm"}  # measured on the SMs, not NVML
 
 
 def test_report_command_without_gpu():

@@ -492,7 +492,10 @@ def test_level10_overlapped_steps_numbers():
         f"time against {m[tfb2]['tensor_pipe_pct']:.0f}%",
         f"use {min(over)} to {max(over)} registers per thread and {rep[mbar].dynamic_shared_bytes} B of shared memory "
         f"(4 stages of 48 KB and 1 KB to align the swizzle), the TMA ones {rep[tsp].registers} registers"]
-    # the clocks: 4096³ at the top clock, 8192³ under the power cap
+    # the clocks: NVML's reading at 4096³ (the files' sm_clock_mhz), the clock measured on the SMs in the
+    # re-recording, 8192³ under the power cap
+    measured = [results.clock_range("10_mma_pipeline", d) for d in ("bfloat16", "float16")]
+    assert all(c["kernel_max"] < 1900 and c["cublas_max"] < c["kernel_min"] for c in measured)
     all4 = h[4096] + b[4096]
     clk4 = [r["sm_clock_mhz"] for r in all4] + [r["cublas_paired_sm_clock_mhz"] for r in all4]
     steps8 = [r[i] for r in (h[8192], b[8192]) for i in (bk64, fb2, spread, mbar)]
@@ -507,7 +510,11 @@ def test_level10_overlapped_steps_numbers():
     assert b[8192][spread]["ratio_to_cublas"] > b[8192][mbar]["ratio_to_cublas"] and b[8192][spread]["median_ms"] > b[8192][mbar]["median_ms"]
     tm = [h[8192][i] for i in (tma, tfb2, tsp)]
     claims += [
-        f"ran at {min(clk4):.0f} to {max(clk4):.0f} MHz, so the percentages compare",
+        f"At 4096³ NVML reported {min(clk4):.0f} to {max(clk4):.0f} MHz for every one of these kernels and its cuBLAS pair",
+        # the clock measured on the SMs in the re-recording of the same settings (bench.KernelClock)
+        f"the kernels ran at {min(c['kernel_min'] for c in measured):.0f} to {max(c['kernel_max'] for c in measured):.0f} "
+        f"MHz and the cuBLAS runs paired with them at {min(c['cublas_min'] for c in measured):.0f} to "
+        f"{max(c['cublas_max'] for c in measured):.0f} MHz, so the percentages compare times, not work per cycle",
         f"held the kernels of steps 1 to 4 at {min(k8):.0f} to {max(k8):.0f} MHz and the cuBLAS runs paired with them at "
         f"{min(c8):.0f} to {max(c8):.0f} MHz, and their ratios land between {min(r['ratio_to_cublas'] for r in steps8):.1%} and "
         f"{max(r['ratio_to_cublas'] for r in steps8):.1%}, out of order",

@@ -18,8 +18,9 @@ The grader runs the learner's kernel through the CPU backend on odd shapes (no G
 the race detector on, then the checks the lesson is about: the warp access profile (sectors per
 global request, bank wavefronts per shared instruction: `warp_access`), the instruction mix of the
 GPU build (`sass`), the compile report (registers, spills). Tensor Core exercises, whose
-instructions the CPU cannot run, are graded by their GPU build's instruction mix and compile
-report, and on a GPU by a run as well.
+instructions the CPU cannot run, are graded by their index math (the named integer functions the
+kernel calls, run on the CPU over every lane, register and stage: `index_math`), their GPU build's
+instruction mix, and on a GPU by a run as well.
 
     python -m gemm_course exercises [--level 3] [--json]
     python -m gemm_course grade 02_missing_barrier my_kernel.cu

@@ -20,18 +20,25 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 TAG = "exercise"
 
 INTRO_EN = ("## Exercises\n\n"
-            "Practise this level's idea on a kernel of your own. Each exercise below shows its task, then a cell "
-            "holding the starter kernel: edit it there and run the grading cell. The grader runs your kernel on "
-            "the CPU (no GPU needed) on odd shapes, with out-of-bounds accesses, broken barriers and "
-            "shared-memory races reported by line, and then checks what the lesson is about (sectors, bank "
-            "wavefronts, the instruction mix, registers). Ask for hints one at a time (`hint(..., 2)` gives the "
-            "second); the reference solution is folded at the end. From a terminal: "
-            "`python -m gemm_course grade EXERCISE my_kernel.cu`.")
+            "Practise this level's idea on a kernel of your own. Each exercise shows its task, then a cell holding "
+            "the starter: edit it there and run the grading cell. The grader runs your kernel on the CPU (no GPU "
+            "needed) on odd shapes, whole tiles, several blocks in each direction and one random shape per run (the "
+            "verdict prints its seed), with out-of-bounds accesses, broken barriers, unawaited copies and "
+            "shared-memory races reported by line. Then it measures what the lesson is about (sectors, bank "
+            "wavefronts, bytes fetched per block, barriers per tile, the instruction mix, registers) in several "
+            "blocks at two shapes. A prediction exercise asks for numbers first and measures them afterwards. Where "
+            "a check needs a GPU and there is none, the verdict says *not verified* instead of passing. Ask for "
+            "hints one at a time (`hint(..., 2)` gives the second); the reference solution is folded at the end, and "
+            "`progress()` shows what you have solved. From a terminal: `python -m gemm_course exercises show "
+            "EXERCISE`, then `python -m gemm_course grade EXERCISE my_kernel.cu`.")
 INTRO_ZH = ("## 练习\n\n"
-            "在你自己的内核上练习本级的思路。下面每个练习先给出任务，再给出一个存放初始内核的单元格：直接在其中修改，"
-            "然后运行评分单元格。评分器在 CPU 上（无需 GPU）用不规则形状运行你的内核，越界访问、屏障误用和共享内存竞争"
-            "都会报出行号；随后检查本课关注的内容（扇区数、存储体轮数、指令构成、寄存器）。提示可以逐条查看"
-            "（`hint(..., 2)` 给出第二条）；参考答案折叠在最后。在终端中也可以运行："
+            "在你自己的内核上练习本级的思路。每个练习先给出任务，再给出一个存放初始代码的单元格：直接在其中修改，然后运行"
+            "评分单元格。评分器在 CPU 上（无需 GPU）运行你的内核：不规则形状、整块的形状、每个方向都有多个线程块的形状，"
+            "外加每次运行随机抽取的一个形状（评语会给出它的随机种子）；越界访问、屏障误用、没有等待的异步拷贝和共享内存"
+            "竞争都会报出行号。随后它在两个形状的多个线程块中测量本课关注的内容（扇区数、存储体轮数、每个线程块读取的"
+            "字节数、每个分块的屏障数、指令构成、寄存器）。预测类练习先让你给出数字，再去测量。某项检查需要 GPU 而这里没有"
+            "时，评语会写“未验证”，而不是“通过”。提示可以逐条查看（`hint(..., 2)` 给出第二条）；参考答案折叠在最后，"
+            "`progress()` 显示你已完成的练习。在终端中：先运行 `python -m gemm_course exercises show 练习编号`，再运行 "
             "`python -m gemm_course grade 练习编号 my_kernel.cu`。")
 
 
@@ -44,14 +51,19 @@ def _code(text: str) -> dict[str, Any]:
             "source": text.splitlines(True)}
 
 
+def answer_variable(ex: Exercise) -> str:
+    """The notebook variable that holds the learner's answer: a kernel, or another kind of answer."""
+    return "my_kernel" if ex.answer_suffix == ".cu" else "my_answer"
+
+
 def exercise_cells(ex: Exercise, number: int) -> list[dict[str, Any]]:
     level = ex.number
     return [
         _markdown(f"### Exercise {level}.{number}: {ex.title_en}", "en"),
         _markdown(f"### 练习 {level}.{number}：{ex.title_zh}", "zh"),
         _code(f'gc.notebook.exercise("{ex.id}")'),
-        _code(f'my_kernel = r"""{ex.starter}"""'),
-        _code(f'gc.notebook.grade("{ex.id}", my_kernel)'),
+        _code(f'{answer_variable(ex)} = r"""{ex.starter}"""'),
+        _code(f'gc.notebook.grade("{ex.id}", {answer_variable(ex)})'),
         _code(f'gc.notebook.hint("{ex.id}", 1)  # 2, 3, ... for the next hints'),
         _code(f'gc.notebook.solution("{ex.id}")'),
     ]
@@ -64,7 +76,7 @@ def section(level: Any) -> list[dict[str, Any]]:
     cells = [_markdown(INTRO_EN, "en"), _markdown(INTRO_ZH, "zh")]
     for i, ex in enumerate(mine, 1):
         cells += exercise_cells(ex, i)
-    return cells
+    return cells + [_code(f'gc.notebook.progress("{mine[0].level}")  # your exercises of this level so far')]
 
 
 def _is_takeaways(cell: dict[str, Any]) -> bool:

@@ -270,6 +270,9 @@ gemm_mma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ 
             issue(kt - 1 + STAGES);
         }
         mbar_wait(smem_u32(&full[s]), (kt / STAGES) % 2);
+        // The warp meets again before the warp-wide ldmatrix and mma.sync (.aligned): thread 0 may have
+        // waited on "empty" and issued copies alone, and each lane left its own wait loop.
+        __syncwarp();
         const unsigned as = a_base + s * A_BYTES, bs = b_base + s * B_BYTES;
 #pragma unroll
         for (int kk = 0; kk < HOPPER_BK; kk += 16) {

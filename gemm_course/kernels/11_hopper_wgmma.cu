@@ -234,7 +234,7 @@ hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* _
     for (int t = first; t < tiles; t += step) {
         int m0, n0;
         tile_origin<BM, BN>(t, M, N, m0, n0);
-        float d[BN / 2];
+        float d[BN / 2] = {};  // zeroed: the first wgmma ignores d (scale-d = 0), but its asm reads it ("+f")
         for (int kt = 0; kt < tiles_k; ++kt, ++it) {
             const int s = it % STAGES;
             mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
@@ -466,7 +466,7 @@ hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __r
             int m0, n0;
             tile_origin<2 * BM, BN>(p, M, N, m0, n0);
             m0 += rank * BM;
-            float d[BN / 2];
+            float d[BN / 2] = {};  // zeroed: the first wgmma ignores d (scale-d = 0), but its asm reads it ("+f")
             for (int kt = 0; kt < tiles_k; ++kt, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);

@@ -250,7 +250,9 @@ fp8_gemm_per_tensor(const TensorMap* __restrict__ map_a, const TensorMap* __rest
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int m0, n0;
         tile_origin<FP8_BM, BN>(t, M, N, m0, n0);
-        float d[BN / 2];
+        // Zeroed although the first wgmma overwrites d (scale-d = 0): the asm reads its accumulators as
+        // "+f" operands, and reading an uninitialised register is undefined to the compiler.
+        float d[BN / 2] = {};
         for (int kb = 0; kb < k_blocks; ++kb, ++it) {
             const int s = it % STAGES;
             mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
@@ -388,7 +390,7 @@ __device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const Wo
                                                     unsigned b_tile, int b_bytes, unsigned long long* full,
                                                     unsigned long long* empty, bool releaser)
 {
-    float p0[REGS], p1[REGS];
+    float p0[REGS] = {}, p1[REGS] = {};  // zeroed although each wgmma group overwrites them: see d above
     float top0, bottom0, top1, bottom1;  // each buffer's scales, loaded when its wgmma is issued
     auto issue = [&](float (&part)[REGS], float& top, float& bottom, int kb, int at) {
         const int s = at % STAGES;
@@ -458,7 +460,7 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         if constexpr (!OVERLAP) {
-            float part[BN / 2];  // one k-block's sum, straight from the Tensor Cores
+            float part[BN / 2] = {};  // one k-block's sum, straight from the Tensor Cores (zeroed: see d above)
             float top, bottom;
             for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++it) {
                 const int s = it % STAGES;

@@ -15,8 +15,9 @@
 // Asynchronous copy of BYTES (4, or 16 with 16-byte aligned addresses) global -> shared (sm_80+:
 // cp.async, which bypasses registers and lets the thread run on while the copy is in flight; the
 // 16-byte form also bypasses L1). `valid == false` writes zeros instead: the source size 0 makes the
-// hardware zero-fill without reading global memory. Before sm_80 (and on the CPU backend) it is an
-// ordinary load and store.
+// hardware zero-fill without reading global memory. Before sm_80 it is an ordinary load and store.
+// On the CPU backend it is the runtime's deferred copy (<cuda_pipeline.h>, cuda_cpu_compat.h): the
+// data lands only at this thread's copy_async_wait_all(), as with cp.async.
 template <int BYTES>
 __device__ __forceinline__ void copy_async(float* dst_shared, const float* src_global, bool valid)
 {
@@ -29,6 +30,8 @@ __device__ __forceinline__ void copy_async(float* dst_shared, const float* src_g
     else
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                      :: "r"(dst), "l"(src_global), "r"(valid ? 16 : 0));
+#elif defined(GEMM_COURSE_CPU)
+    __pipeline_memcpy_async(dst_shared, src_global, BYTES, valid ? 0 : BYTES);
 #else
     for (int i = 0; i < BYTES / 4; ++i) dst_shared[i] = valid ? src_global[i] : 0.0f;
 #endif
@@ -39,6 +42,8 @@ __device__ __forceinline__ void copy_async_commit()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::);
+#elif defined(GEMM_COURSE_CPU)
+    __pipeline_commit();
 #endif
 }
 
@@ -47,5 +52,7 @@ __device__ __forceinline__ void copy_async_wait_all()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group 0;\n" ::);
+#elif defined(GEMM_COURSE_CPU)
+    __pipeline_wait_prior(0);
 #endif
 }

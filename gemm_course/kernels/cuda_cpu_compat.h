@@ -26,8 +26,15 @@
 //     without reaching a barrier or returning (an endless loop, a spin-wait on another thread) is
 //     stopped by a watchdog. A crash inside the kernel (out-of-bounds access into a guard page,
 //     misaligned float4 — with the backend's -fsanitize=alignment —, stack overflow, integer
-//     division by zero) is caught as well. Each of these ends the launch with an error code that
-//     Python turns into an exception.
+//     division by zero, __trap()) is caught as well, with the faulting instruction's address (from
+//     the signal's context), which Python turns into a source line. Each of these ends the launch
+//     with an error code that Python turns into an exception.
+//   * cp.async (common.cuh's copy_async, <cuda_pipeline.h>) is deferred: a thread's copies land
+//     when that thread waits for them, never at a barrier, never by themselves.
+//   * The race-check build (-fsanitize=thread, hooks below) also checks every global access against
+//     the array arguments (a load or store in the unmapped space around an array is reported before
+//     it happens, with the array and the element), and every shared access against the copies in
+//     flight (a word whose cp.async is not yet waited for may not be touched by anyone).
 //
 // Not emulated: warp-level primitives (__shfl*_sync, __syncwarp, __ballot_sync, ...), inline
 // PTX (asm), Tensor Cores (wmma/mma), cooperative groups, libcu++ (cuda::pipeline). Using one
@@ -144,7 +151,8 @@ template <class T> inline T atomicMin(T* p, T v) { T old = *p; *p = v < old ? v 
 template <class T> inline T atomicCAS(T* p, T cmp, T v) { T old = *p; if (old == cmp) *p = v; return old; }
 
 inline void __threadfence() {}
-[[noreturn]] inline void __trap() { __builtin_trap(); }
+namespace gc_cpu { [[noreturn]] void trap(); }
+inline void __trap() { gc_cpu::trap(); }  // the runtime notes where it was called, then traps (SIGILL)
 inline void __threadfence_block() {}
 
 // What the CPU backend cannot run stops the compile with a readable reason.
@@ -178,11 +186,16 @@ void* dynamic_shared_memory();
 // The barrier: a real one among the block's threads (the macro records the line for errors).
 #define __syncthreads() ::gc_cpu::syncthreads(__LINE__)
 
-// <cuda_pipeline.h>: each thread's copies are queued and performed when that thread waits for
-// them (__pipeline_wait_prior) or returns, so data copied asynchronously is not there before the
-// wait — forgetting the wait reads stale shared memory, as it may on a GPU.
-inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
-                                    size_t size_and_align, size_t zfill = 0) {
+// <cuda_pipeline.h> (and common.cuh's copy_async, which uses it on the CPU): each thread's copies
+// are queued and performed only when that thread waits for them (__pipeline_wait_prior), as a
+// GPU's cp.async completes only at cp.async.wait_group: data copied asynchronously is not there
+// before the wait, and a __syncthreads() does not complete another thread's copies. Copies a
+// thread never waited for before returning never land (on a GPU they land at an unknown time).
+// The race-check build reports any access to a word whose copy is issued but not yet waited for.
+// Always inlined, so that the return address the runtime records lies in the caller's code.
+__attribute__((always_inline)) inline void __pipeline_memcpy_async(void* __restrict__ dst_shared,
+                                                                   const void* __restrict__ src_global,
+                                                                   size_t size_and_align, size_t zfill = 0) {
     gc_cpu::pipeline_memcpy_async(dst_shared, src_global, size_and_align, zfill);
 }
 inline void __pipeline_commit() { gc_cpu::pipeline_commit(); }
@@ -199,6 +212,12 @@ inline void __pipeline_wait_prior(size_t n) { gc_cpu::pipeline_wait_prior(n); }
 
 namespace gc_cpu {
 
+// An array argument in its guarded buffer: data at [address, address + bytes), inside a reservation
+// that reaches `guard` bytes before and after it (none of it mapped except the data's pages).
+struct ArrayInfo {
+    unsigned long long address, bytes, guard;
+};
+
 // Shared with cpu_backend.py through ctypes (keep the two layouts identical).
 struct LaunchConfig {
     int grid[3];
@@ -206,17 +225,24 @@ struct LaunchConfig {
     long long dynamic_shared_bytes;
     double timeout_s;  // <= 0: no watchdog
     char* stacks;      // from gc_stack_pool(): one pool per process, used by one launch at a time
-    void* profile;     // AccessRecord[profile_capacity]: the first block's accesses (race-check builds), or null
+    void* profile;     // AccessRecord[profile_capacity]: the profiled blocks' accesses (race-check builds), or null
     long long profile_capacity;
+    const ArrayInfo* arrays;  // the array arguments: race-check builds check every global access against them
+    int array_count;
+    int profile_block_count;   // blocks to profile (profile_blocks: x, y, z each); 0 with a profile: block (0,0,0)
+    const int* profile_blocks;
+    long long* profile_intervals;  // out: the barrier intervals each profiled block went through
 };
 
-// One memory access of a thread in the first block of a launch (for the access profile: Python
-// groups them into warp-wide accesses and counts sectors and bank wavefronts with the course's models).
+// One memory access of a thread in a profiled block (for the access profile: Python groups them
+// into warp-wide accesses and counts sectors and bank wavefronts with the course's models).
 struct AccessRecord {
     unsigned interval;         // barrier interval within the block (0, 1, ...)
+    unsigned block;            // index into the profiled blocks
     unsigned short thread;     // linear thread index
     unsigned char size;        // bytes
-    unsigned char flags;       // 1: write, 2: shared memory (address is then a byte offset into it)
+    unsigned char flags;       // 1: write, 2: shared memory (address is then a byte offset into it), 4: cp.async
+    unsigned reserved;
     unsigned long long pc;     // return address of the hook (Python makes it a library offset)
     unsigned long long address;
 };
@@ -231,6 +257,8 @@ enum ErrorCode : int {
     BAD_CONFIG = 6,
     RACE = 7,               // two threads touched one shared word between two barriers, one writing
     INTERRUPTED = 8,        // stopped from outside (Ctrl-C in Python: gc_request_stop)
+    OUT_OF_BOUNDS = 9,      // (race-check builds) a global access outside every array, next to one of them
+    ASYNC_COPY = 10,        // (race-check builds) an access to a shared word whose cp.async was not waited for
 };
 
 struct ErrorInfo {
@@ -252,25 +280,41 @@ struct ErrorInfo {
     // (thread and line: the first thread waiting elsewhere); STACK_OVERFLOW: count = stack bytes.
     int other_line;
     long long count;
+    // OUT_OF_BOUNDS: the array (index into cfg->arrays), the byte offset from its start, the access;
+    // also ASYNC_COPY (write, size; other_thread: the copy's issuer, code_offset[1]: where it was
+    // issued, count: 1 if the issuer had returned). FAULT, OUT_OF_BOUNDS, ASYNC_COPY, TIMEOUT:
+    // code_offset[0] = where the thread was (for a fault: the faulting instruction itself).
+    int array;
+    int write;
+    long long byte_offset;
+    int access_size;
+    // RACE: the line of the __syncthreads() each thread last passed (0: none since the kernel began),
+    // and where those barriers are (code offsets); [0]: this thread, [1]: the other one.
+    int entry_line[2];
+    unsigned long long entry_offset[2];
 };
 
 constexpr int kMaxThreads = 1024;
 constexpr size_t kStackBytes = 256 * 1024;   // per CUDA thread (local arrays live here)
-constexpr int kMaxPendingCopies = 32;         // queued __pipeline_memcpy_async per thread
+constexpr int kMaxPendingCopies = 1 << 16;    // queued cp.async per thread (beyond: the oldest lands early)
+constexpr size_t kArrayGuardBytes = (size_t)32 << 20;  // reserved, unmapped, before and after every array
 
 enum FiberState : int { FRESH, RUNNING, AT_BARRIER, DONE };  // FRESH: not yet run in this block
 
-struct PendingCopy { void* dst; const void* src; size_t bytes, zfill; long long batch; };
+struct PendingCopy { void* dst; const void* src; size_t bytes, zfill; long long batch; uintptr_t pc; };
 
 struct Fiber {
     jmp_buf resume;      // where it continues: after its barrier, or at the top of its loop
     bool started;        // its loop runs (so `resume` is valid)
     int state;
     int line;  // of the __syncthreads() it waits at
+    uintptr_t barrier_pc;  // and where that call is
+    int entry_line;        // the barrier it passed last in this block (0: none yet), for race reports
+    uintptr_t entry_pc;
     uint3 index;
-    int pending_count;
+    int pending_count, pending_capacity;
     long long next_batch;  // batches committed so far
-    PendingCopy pending[kMaxPendingCopies];
+    PendingCopy* pending;  // grows on demand (kept from launch to launch)
 };
 
 // The state of the launch in progress (one at a time per library: gc_launch holds a mutex).
@@ -294,7 +338,17 @@ struct Runtime {
     volatile sig_atomic_t escape_code = OK;
     volatile int fault_signal = 0;
     volatile uintptr_t fault_address = 0;
+    volatile uintptr_t fault_pc = 0;  // the instruction that faulted (or where the watchdog found the thread)
+    volatile uintptr_t trap_pc = 0;   // the return address of the __trap() call that stopped the kernel
     pthread_t runner;
+    unsigned block_serial = 0;        // blocks run so far (a cp.async's "pending" mark belongs to one block)
+    const ArrayInfo* arrays = nullptr;
+    int array_count = 0;
+    uintptr_t arrays_lo = 0, arrays_hi = 0;  // the span of all the arrays' reservations
+    // OUT_OF_BOUNDS / ASYNC_COPY found by a hook (filled into ErrorInfo by run_grid)
+    int bad_array = -1, bad_write = 0, bad_size = 0, bad_issuer = -1, bad_issuer_done = 0;
+    long long bad_offset = 0;
+    uintptr_t bad_pc = 0, bad_issue_pc = 0, bad_shared_offset = 0;
 };
 inline Runtime rt;
 inline pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -337,24 +391,35 @@ struct ShadowWord {
     unsigned interval;        // the interval the entry below belongs to (stale otherwise)
     int writer, reader;       // linear thread index, -1 none; reader: the first other reader
     uintptr_t writer_pc, reader_pc;
+    // A cp.async into this word issued by async_thread (at async_pc) and not yet waited for; valid
+    // only while async_block == rt.block_serial (so it outlives barrier intervals, not the block).
+    int async_thread;
+    unsigned async_block;
+    uintptr_t async_pc;
 };
 
 struct RaceState {
-    AccessRecord* profile = nullptr;   // where the first block's accesses go (null: not profiled)
+    AccessRecord* profile = nullptr;   // where the profiled blocks' accesses go (null: not profiled)
     long long profile_capacity = 0, profile_count = 0;
-    unsigned first_interval = 0;       // rt.interval when the first block started
-    bool profiling = false;            // the block running is the first one
+    unsigned first_interval = 0;       // rt.interval when the profiled block running started
+    unsigned profiled_block = 0;       // its index among the profiled blocks
+    bool profiling = false;            // the block running is profiled
     ShadowWord* words = nullptr;
     size_t capacity = 0;
     bool found = false;
     int thread[2];            // [0] the access that completed the race, [1] the earlier one
     uintptr_t pc[2];
+    int entry_line[2];        // the barrier each of the two had passed last
+    uintptr_t entry_pc[2];
     uintptr_t offset;
     int kind;
 };
 inline RaceState race;
 
 inline bool race_found() { return race.found; }
+
+// Leave the kernel from a hook, as on_signal does for a fault: run_grid reports rt.bad_*.
+[[noreturn]] void escape_with(int code);
 
 #ifdef GC_CPU_RACE_CHECK
 inline size_t static_shared_bytes() {
@@ -400,41 +465,96 @@ __attribute__((no_sanitize_thread)) inline void note_race(int earlier, uintptr_t
     race.thread[1] = earlier;
     race.pc[0] = pc;
     race.pc[1] = earlier_pc;
+    for (int i = 0; i < 2; ++i) {
+        race.entry_line[i] = rt.fibers[race.thread[i]].entry_line;
+        race.entry_pc[i] = rt.fibers[race.thread[i]].entry_pc;
+    }
     race.offset = offset;
     race.kind = kind;
 }
 
-__attribute__((no_sanitize_thread)) inline void record_access(int t, const void* p, size_t size, bool write, uintptr_t pc) {
+__attribute__((no_sanitize_thread)) inline void record_access(int t, const void* p, size_t size, int flags, uintptr_t pc) {
     uintptr_t offset = 0;
     const bool shared = shadow_of((uintptr_t)p, &offset) != nullptr;
     if (race.profile_count < race.profile_capacity)
-        race.profile[race.profile_count++] = AccessRecord{rt.interval - race.first_interval, (unsigned short)t,
-                                                          (unsigned char)(size > 255 ? 255 : size),
-                                                          (unsigned char)((write ? 1 : 0) | (shared ? 2 : 0)), pc,
+        race.profile[race.profile_count++] = AccessRecord{rt.interval - race.first_interval, race.profiled_block,
+                                                          (unsigned short)t, (unsigned char)(size > 255 ? 255 : size),
+                                                          (unsigned char)(flags | (shared ? 2 : 0)), 0, pc,
                                                           shared ? (unsigned long long)offset : (unsigned long long)(uintptr_t)p};
 }
 
-__attribute__((no_sanitize_thread)) inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc) {
-    const int t = rt.current;
+// A global access: fine inside an array, or anywhere that is no array's reservation (the stacks, the
+// runtime's data, the arguments); an access in the unmapped space around an array is reported with
+// that array, before it happens (so a read past the end never quietly returns the tail's bytes).
+__attribute__((no_sanitize_thread)) inline void check_global(uintptr_t a, size_t size, bool write, uintptr_t pc) {
+    if (a + size <= rt.arrays_lo || a >= rt.arrays_hi) return;  // far from every array (the fast common case)
+    for (int i = 0; i < rt.array_count; ++i) {  // most accesses that get here are inside an array
+        const uintptr_t off = a - (uintptr_t)rt.arrays[i].address;
+        if (off < rt.arrays[i].bytes && off + size <= rt.arrays[i].bytes) return;
+    }
+    for (int i = 0; i < rt.array_count; ++i) {
+        const ArrayInfo& r = rt.arrays[i];
+        if (a + size <= r.address - r.guard || a >= r.address + r.bytes + r.guard) continue;  // not near it
+        rt.bad_array = i;
+        rt.bad_offset = (long long)(a - r.address);
+        rt.bad_write = write;
+        rt.bad_size = (int)size;
+        rt.bad_pc = pc;
+        escape_with(OUT_OF_BOUNDS);
+    }
+}
+
+// The word is the target of a cp.async that its issuer has not waited for yet: any access is an error.
+__attribute__((no_sanitize_thread)) inline void check_not_in_flight(const ShadowWord* w, uintptr_t offset, size_t size,
+                                                                    bool write, uintptr_t pc) {
+    if (w->async_thread < 0 || w->async_block != rt.block_serial) return;
+    rt.bad_issuer = w->async_thread;
+    rt.bad_issuer_done = rt.fibers[w->async_thread].state == DONE;
+    rt.bad_issue_pc = w->async_pc;
+    rt.bad_shared_offset = offset;
+    rt.bad_write = write;
+    rt.bad_size = (int)size;
+    rt.bad_pc = pc;
+    escape_with(ASYNC_COPY);
+}
+
+// The race detector's bookkeeping for one word accessed by thread t.
+__attribute__((no_sanitize_thread)) inline bool track_word(ShadowWord* w, uintptr_t offset, int t, bool write, uintptr_t pc) {
+    if (w->interval != rt.interval) {  // a new interval: forget the accessors, keep a copy in flight
+        w->interval = rt.interval;
+        w->writer = w->reader = -1;
+        w->writer_pc = w->reader_pc = 0;
+    }
+    if (write) {
+        if (w->writer >= 0 && w->writer != t) { note_race(w->writer, w->writer_pc, pc, offset, 0); return false; }
+        if (w->reader >= 0 && w->reader != t) { note_race(w->reader, w->reader_pc, pc, offset, 2); return false; }
+        w->writer = t;
+        w->writer_pc = pc;
+    } else {
+        if (w->writer >= 0 && w->writer != t) { note_race(w->writer, w->writer_pc, pc, offset, 1); return false; }
+        if (w->reader < 0) { w->reader = t; w->reader_pc = pc; }
+    }
+    return true;
+}
+
+__attribute__((no_sanitize_thread)) inline bool is_runner_fiber() {
     // Only the thread that runs the fibers: the watchdog thread (and Python's) pass through these hooks
     // too, and must neither be counted as a CUDA thread nor write the profile concurrently.
-    if (t < 0 || race.found || !pthread_equal(pthread_self(), rt.runner)) return;
-    if (race.profiling) record_access(t, p, size, write, pc);
+    return rt.current >= 0 && rt.armed && pthread_equal(pthread_self(), rt.runner);
+}
+
+__attribute__((no_sanitize_thread)) inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc) {
+    if (!is_runner_fiber()) return;
+    const int t = rt.current;
+    if (race.profiling) record_access(t, p, size, write ? 1 : 0, pc);
     const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3;
+    uintptr_t offset;
+    if (!shadow_of(first, &offset)) return check_global((uintptr_t)p, size, write, pc);
     for (uintptr_t a = first; a < (uintptr_t)p + size; a += 4) {
-        uintptr_t offset;
         ShadowWord* w = shadow_of(a, &offset);
         if (!w) return;
-        if (w->interval != rt.interval) *w = ShadowWord{rt.interval, -1, -1, 0, 0};
-        if (write) {
-            if (w->writer >= 0 && w->writer != t) return note_race(w->writer, w->writer_pc, pc, offset, 0);
-            if (w->reader >= 0 && w->reader != t) return note_race(w->reader, w->reader_pc, pc, offset, 2);
-            w->writer = t;
-            w->writer_pc = pc;
-        } else {
-            if (w->writer >= 0 && w->writer != t) return note_race(w->writer, w->writer_pc, pc, offset, 1);
-            if (w->reader < 0) { w->reader = t; w->reader_pc = pc; }
-        }
+        check_not_in_flight(w, offset, size, write, pc);
+        if (!race.found && !track_word(w, offset, t, write, pc)) return;
     }
 }
 #endif
@@ -443,13 +563,29 @@ __attribute__((no_sanitize_thread)) inline void shared_access(const void* p, siz
 
 inline Fiber& self() { return rt.fibers[rt.current]; }
 
-inline void perform(const PendingCopy& c) {
+// The runtime's own code is not instrumented (no_sanitize_thread): its copies are not the kernel's accesses.
+#define GC_RUNTIME __attribute__((no_sanitize_thread))
+
+// A copy lands: the bytes move, and (race-check builds) its words stop being in flight and count as
+// written by the issuing thread now, at the copy's line — so a thread that reads them after the
+// issuer's wait but with no barrier in between is a race, as on a GPU.
+GC_RUNTIME inline void perform(const PendingCopy& c) {
     std::memcpy(c.dst, c.src, c.bytes - c.zfill);
     std::memset(static_cast<char*>(c.dst) + (c.bytes - c.zfill), 0, c.zfill);
+#ifdef GC_CPU_RACE_CHECK
+    const uintptr_t first = (uintptr_t)c.dst & ~(uintptr_t)3;
+    for (uintptr_t a = first; a < (uintptr_t)c.dst + c.bytes; a += 4) {
+        uintptr_t offset;
+        ShadowWord* w = shadow_of(a, &offset);
+        if (!w) break;
+        if (w->async_block == rt.block_serial && w->async_thread == rt.current) w->async_thread = -1;
+        if (!race.found) track_word(w, offset, rt.current, true, c.pc);
+    }
+#endif
 }
 
-// Perform, in issue order, the queued copies of batches < `before` (all of them for LLONG_MAX).
-inline void complete_copies(long long before) {
+// Perform, in issue order, the queued copies of batches < `before`.
+GC_RUNTIME inline void complete_copies(long long before) {
     Fiber& f = self();
     int kept = 0;
     for (int i = 0; i < f.pending_count; ++i) {
@@ -459,25 +595,58 @@ inline void complete_copies(long long before) {
     f.pending_count = kept;
 }
 
-inline void pipeline_memcpy_async(void* dst, const void* src, size_t bytes, size_t zfill) {
+// Not inlined: its return address is the issuing call in the kernel (for the error messages).
+GC_RUNTIME __attribute__((noinline)) void pipeline_memcpy_async(void* dst, const void* src, size_t bytes, size_t zfill) {
+    const uintptr_t pc = (uintptr_t)__builtin_return_address(0);
     Fiber& f = self();
     if (zfill > bytes) zfill = bytes;
-    if (f.pending_count == kMaxPendingCopies) {  // queue full: the oldest copy lands now
-        perform(f.pending[0]);
-        std::memmove(f.pending, f.pending + 1, sizeof(PendingCopy) * (kMaxPendingCopies - 1));
-        --f.pending_count;
+#ifdef GC_CPU_RACE_CHECK
+    // What a GPU does at the issue: read the source (zfill bytes are not read) and claim the target.
+    if (is_runner_fiber()) {
+        if (race.profiling) {
+            if (bytes > zfill) record_access(rt.current, src, bytes - zfill, 4, pc);
+            record_access(rt.current, dst, bytes, 4 | 1, pc);
+        }
+        if (bytes > zfill) check_global((uintptr_t)src, bytes - zfill, false, pc);
+        const uintptr_t first = (uintptr_t)dst & ~(uintptr_t)3;
+        uintptr_t offset;
+        if (!shadow_of(first, &offset)) check_global((uintptr_t)dst, bytes, true, pc);
+        for (uintptr_t a = first; a < (uintptr_t)dst + bytes; a += 4) {
+            ShadowWord* w = shadow_of(a, &offset);
+            if (!w) break;
+            check_not_in_flight(w, offset, bytes, true, pc);
+            if (!race.found) track_word(w, offset, rt.current, true, pc);
+            w->async_thread = rt.current;
+            w->async_block = rt.block_serial;
+            w->async_pc = pc;
+        }
     }
-    f.pending[f.pending_count++] = PendingCopy{dst, src, bytes, zfill, -1};  // -1: not committed
+#endif
+    if (f.pending_count == f.pending_capacity) {
+        const int grown = f.pending_capacity ? 2 * f.pending_capacity : 64;
+        PendingCopy* more = grown <= kMaxPendingCopies
+            ? static_cast<PendingCopy*>(std::realloc(f.pending, sizeof(PendingCopy) * (size_t)grown)) : nullptr;
+        if (more) {
+            f.pending = more;
+            f.pending_capacity = grown;
+        } else {  // queue full: the oldest copy lands now
+            perform(f.pending[0]);
+            std::memmove(f.pending, f.pending + 1, sizeof(PendingCopy) * (size_t)(f.pending_count - 1));
+            --f.pending_count;
+        }
+    }
+    f.pending[f.pending_count++] = PendingCopy{dst, src, bytes, zfill, -1, pc};  // -1: not committed
 }
 
-inline void pipeline_commit() {
+GC_RUNTIME inline void pipeline_commit() {
     Fiber& f = self();
     for (int i = 0; i < f.pending_count; ++i)
         if (f.pending[i].batch < 0) f.pending[i].batch = f.next_batch;
     ++f.next_batch;
 }
 
-inline void pipeline_wait_prior(size_t n) { complete_copies(self().next_batch - (long long)n); }
+// cp.async.wait_group n / __pipeline_wait_prior(n): all but the newest n committed batches land.
+GC_RUNTIME inline void pipeline_wait_prior(size_t n) { complete_copies(self().next_batch - (long long)n); }
 
 // Switching: the side that stops saves its place with _setjmp and jumps to the other's place.
 // Unlike swapcontext, _setjmp/_longjmp make no system call (they leave the signal mask alone).
@@ -485,19 +654,22 @@ inline void yield_to_scheduler(Fiber& f) {
     if (_setjmp(f.resume) == 0) _longjmp(rt.scheduler, 1);
 }
 
-inline void syncthreads(int line) {
+// Not inlined: its return address says where the barrier is (race reports name the loop it closes).
+__attribute__((noinline)) void syncthreads(int line) {
     Fiber& f = self();
     f.state = AT_BARRIER;
     f.line = line;
+    f.barrier_pc = (uintptr_t)__builtin_return_address(0);
     yield_to_scheduler(f);  // resumes here when every thread of the block has arrived
 }
 
-// A fiber runs a loop: one CUDA thread per block, then it parks until the next block.
+// A fiber runs a loop: one CUDA thread per block, then it parks until the next block. Copies the
+// thread never waited for are dropped: nothing orders them before any other thread's access.
 inline void fiber_main() {
     for (;;) {
         rt.body(rt.closure);
-        complete_copies(LLONG_MAX);
         Fiber& f = self();
+        f.pending_count = 0;
         f.state = DONE;
         yield_to_scheduler(f);
     }
@@ -542,7 +714,12 @@ inline int run_block(ErrorInfo* err) {
     const int T = rt.threads;
     poison_shared_memory();
     ++rt.interval;  // a new block: nothing of the last one races with this one
-    for (int t = 0; t < T; ++t) rt.fibers[t].state = FRESH;
+    ++rt.block_serial;  // nor is any of its copies in flight in this one
+    for (int t = 0; t < T; ++t) {
+        rt.fibers[t].state = FRESH;
+        rt.fibers[t].entry_line = 0;
+        rt.fibers[t].entry_pc = 0;
+    }
     for (;;) {
         // One round: every live thread runs until its next barrier or its end, in index order.
         for (int t = 0; t < T; ++t) {
@@ -601,7 +778,12 @@ inline int run_block(ErrorInfo* err) {
                           b.x, b.y, b.z, a.x, a.y, a.z, w.line, o.x, o.y, o.z, other_line);
             return BARRIER_DIVERGENT;
         }
-        for (int t = 0; t < T; ++t) rt.fibers[t].state = RUNNING;  // all arrived: release them
+        for (int t = 0; t < T; ++t) {  // all arrived: release them
+            Fiber& f = rt.fibers[t];
+            f.state = RUNNING;
+            f.entry_line = f.line;
+            f.entry_pc = f.barrier_pc;
+        }
         ++rt.interval;  // accesses before the barrier are ordered before those after it
         if (race_found()) return RACE;  // stop at the first barrier after a race (reported by gc_launch)
     }
@@ -662,7 +844,24 @@ inline void* watchdog_main(void* arg) {
 constexpr int kCaught[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 inline struct sigaction previous_actions[4], previous_watchdog_action;
 
-inline void on_signal(int sig, siginfo_t* info, void*) {
+// The interrupted instruction, from the signal's machine context (0 where this platform is not known).
+inline uintptr_t signal_pc(void* context) {
+    const ucontext_t* uc = static_cast<const ucontext_t*>(context);
+    if (!uc) return 0;
+#if defined(__linux__) && defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__linux__) && defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#elif defined(__APPLE__) && defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext->__ss.__rip;
+#elif defined(__APPLE__) && defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext->__ss.__pc;
+#else
+    return 0;
+#endif
+}
+
+inline void on_signal(int sig, siginfo_t* info, void* context) {
     if (!rt.armed || !pthread_equal(pthread_self(), rt.runner)) {
         if (sig == watchdog_signal()) return;  // late watchdog signal: nothing to stop any more
         for (int i = 0; i < 4; ++i)  // not ours: hand it to whoever handled it before us
@@ -670,12 +869,35 @@ inline void on_signal(int sig, siginfo_t* info, void*) {
         return;
     }
     rt.armed = 0;
+    rt.fault_pc = signal_pc(context);
     if (sig != watchdog_signal()) {
         rt.escape_code = FAULT;
         rt.fault_signal = sig;
         rt.fault_address = (uintptr_t)info->si_addr;
     }
     siglongjmp(rt.escape, 1);  // abandon the block's fibers; gc_launch reports
+}
+
+// __trap(): not inlined, so that its return address says which call it was (the compiler may merge
+// the trap instructions of a function into one, which would name another line).
+[[noreturn]] __attribute__((noinline)) void trap() {
+    rt.trap_pc = (uintptr_t)__builtin_return_address(0);
+    __builtin_trap();
+}
+
+[[noreturn]] void escape_with(int code) {
+    rt.armed = 0;
+    rt.escape_code = code;
+    rt.fault_pc = 0;
+    siglongjmp(rt.escape, 1);
+}
+
+// The offset of a code address in this library (0 if it is elsewhere, e.g. in the C library).
+inline unsigned long long library_offset(uintptr_t pc) {
+    Dl_info mine, info;
+    if (!pc || !dladdr((void*)&signal_pc, &mine) || !dladdr((void*)pc, &info) || info.dli_fbase != mine.dli_fbase)
+        return 0;
+    return pc - (uintptr_t)info.dli_fbase;
 }
 
 // The handler must not run on an overflowed fiber stack. (No function-local statics anywhere in
@@ -712,10 +934,10 @@ inline void report_race(ErrorInfo* err) {
     err->block[0] = (int)blockIdx.x; err->block[1] = (int)blockIdx.y; err->block[2] = (int)blockIdx.z;
     err->thread[0] = (int)a.x; err->thread[1] = (int)a.y; err->thread[2] = (int)a.z;
     err->other_thread[0] = (int)b.x; err->other_thread[1] = (int)b.y; err->other_thread[2] = (int)b.z;
-    for (int i = 0; i < 2; ++i) {
-        Dl_info info;
-        const uintptr_t pc = race.pc[i] ? race.pc[i] - 1 : 0;  // the call's address, not the return address
-        err->code_offset[i] = pc && dladdr((void*)pc, &info) ? pc - (uintptr_t)info.dli_fbase : 0;
+    for (int i = 0; i < 2; ++i) {  // return addresses: the call is the byte before
+        err->code_offset[i] = race.pc[i] ? library_offset(race.pc[i] - 1) : 0;
+        err->entry_line[i] = race.entry_line[i];
+        err->entry_offset[i] = race.entry_pc[i] ? library_offset(race.entry_pc[i] - 1) : 0;
     }
     std::snprintf(err->message, sizeof err->message, "shared-memory race");
 }
@@ -751,6 +973,21 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     race.profile = static_cast<AccessRecord*>(cfg->profile);
     race.profile_capacity = cfg->profile ? cfg->profile_capacity : 0;
     race.profile_count = 0;
+    rt.arrays = cfg->arrays;
+    rt.array_count = cfg->arrays ? cfg->array_count : 0;
+    rt.arrays_lo = UINTPTR_MAX;
+    rt.arrays_hi = 0;
+    for (int i = 0; i < rt.array_count; ++i) {
+        const uintptr_t lo = rt.arrays[i].address - rt.arrays[i].guard;
+        const uintptr_t hi = rt.arrays[i].address + rt.arrays[i].bytes + rt.arrays[i].guard;
+        if (lo < rt.arrays_lo) rt.arrays_lo = lo;
+        if (hi > rt.arrays_hi) rt.arrays_hi = hi;
+    }
+    rt.fault_pc = 0;
+    rt.trap_pc = 0;
+    const int first_block[3] = {0, 0, 0};
+    const int* profiled = cfg->profile_block_count > 0 ? cfg->profile_blocks : first_block;
+    const int profiled_count = !cfg->profile ? 0 : cfg->profile_block_count > 0 ? cfg->profile_block_count : 1;
     blockDim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
     gridDim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
     for (int t = 0; t < rt.threads; ++t)
@@ -773,9 +1010,16 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
             for (unsigned y = 0; y < gridDim.y && code == OK; ++y)
                 for (unsigned x = 0; x < gridDim.x && code == OK; ++x) {
                     blockIdx = uint3{x, y, z};
-                    race.profiling = race.profile && x == 0 && y == 0 && z == 0;
+                    race.profiling = false;
+                    for (int i = 0; i < profiled_count && !race.profiling; ++i)
+                        if (profiled[3 * i] == (int)x && profiled[3 * i + 1] == (int)y && profiled[3 * i + 2] == (int)z) {
+                            race.profiling = true;
+                            race.profiled_block = (unsigned)i;
+                        }
                     race.first_interval = rt.interval + 1;  // run_block starts the block's first interval
                     code = run_block(err);
+                    if (race.profiling && cfg->profile_intervals)
+                        cfg->profile_intervals[race.profiled_block] = (long long)(rt.interval - race.first_interval + 1);
                     if (code == OK && race_found()) code = RACE;
                     if (code != OK) break;
                 }
@@ -791,6 +1035,25 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
             code = STACK_OVERFLOW;
         err->signal = rt.fault_signal;
         err->address = a;
+        err->code_offset[0] = library_offset(rt.fault_pc);
+        if (code == FAULT && rt.trap_pc) {  // a __trap(): its call, not the trap instruction
+            err->code_offset[0] = library_offset(rt.trap_pc - 1);
+            err->count = 1;
+        }
+        if (code == OUT_OF_BOUNDS || code == ASYNC_COPY) {
+            err->code_offset[0] = rt.bad_pc ? library_offset(rt.bad_pc - 1) : 0;
+            err->array = rt.bad_array;
+            err->byte_offset = rt.bad_offset;
+            err->write = rt.bad_write;
+            err->access_size = rt.bad_size;
+        }
+        if (code == ASYNC_COPY) {
+            const uint3 o = rt.fibers[rt.bad_issuer].index;
+            err->other_thread[0] = (int)o.x; err->other_thread[1] = (int)o.y; err->other_thread[2] = (int)o.z;
+            err->code_offset[1] = rt.bad_issue_pc ? library_offset(rt.bad_issue_pc - 1) : 0;
+            err->shared_offset = rt.bad_shared_offset;
+            err->count = rt.bad_issuer_done;
+        }
         const uint3 b = blockIdx, i = t >= 0 ? rt.fibers[t].index : uint3{0, 0, 0};
         if (code == TIMEOUT)
             std::snprintf(err->message, sizeof err->message,
@@ -799,6 +1062,14 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                           "(the CPU backend runs a block's threads one at a time, each until its next barrier, "
                           "so a spin-wait on another thread never ends)",
                           i.x, i.y, i.z, b.x, b.y, b.z, cfg->timeout_s);
+        else if (code == OUT_OF_BOUNDS)
+            std::snprintf(err->message, sizeof err->message, "thread (%u,%u,%u) of block (%u,%u,%u) %s %d bytes at "
+                          "byte offset %lld of argument array %d, out of bounds", i.x, i.y, i.z, b.x, b.y, b.z,
+                          rt.bad_write ? "wrote" : "read", rt.bad_size, rt.bad_offset, rt.bad_array);
+        else if (code == ASYNC_COPY)
+            std::snprintf(err->message, sizeof err->message, "thread (%u,%u,%u) of block (%u,%u,%u) %s byte %llu of "
+                          "shared memory while a cp.async into it was not yet waited for", i.x, i.y, i.z, b.x, b.y,
+                          b.z, rt.bad_write ? "wrote" : "read", (unsigned long long)rt.bad_shared_offset);
         else if (code == INTERRUPTED)
             std::snprintf(err->message, sizeof err->message, "stopped (interrupted) in block (%u,%u,%u)", b.x, b.y, b.z);
         else if (code == STACK_OVERFLOW) {
@@ -879,22 +1150,32 @@ template <class... P> inline const char* signature(void (*)(P...)) {
 }  // namespace gc_cpu
 
 
-// Guarded buffers for the kernel's arrays: PROT_NONE pages right before the data and after the
-// page holding its end, so an index out of range faults at once (or lands in the tail padding,
-// which Python fills and checks).
+// Guarded buffers for the kernel's arrays: the data's pages inside a reservation of unmapped
+// (PROT_NONE) address space kArrayGuardBytes long on each side, so an index out of range faults at
+// once however far it goes (up to 32 MiB) or lands in the tail padding, which Python fills and checks;
+// a race-check build reports the access before it happens.
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
 GC_CPU_EXPORT void* gc_guarded_alloc(size_t bytes) {
     const size_t page = gc_cpu::page_size(), data = (bytes + page - 1) / page * page;
-    char* base = static_cast<char*>(mmap(nullptr, data + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    const size_t guard = gc_cpu::kArrayGuardBytes;
+    char* base = static_cast<char*>(mmap(nullptr, data + 2 * guard, PROT_NONE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (base == MAP_FAILED) return nullptr;
-    mprotect(base, page, PROT_NONE);
-    mprotect(base + page + data, page, PROT_NONE);
-    return base + page;
+    if (mprotect(base + guard, data, PROT_READ | PROT_WRITE) != 0) {
+        munmap(base, data + 2 * guard);
+        return nullptr;
+    }
+    return base + guard;
 }
 
 GC_CPU_EXPORT void gc_guarded_free(void* p, size_t bytes) {
     const size_t page = gc_cpu::page_size(), data = (bytes + page - 1) / page * page;
-    munmap(static_cast<char*>(p) - page, data + 2 * page);
+    munmap(static_cast<char*>(p) - gc_cpu::kArrayGuardBytes, data + 2 * gc_cpu::kArrayGuardBytes);
 }
+
+GC_CPU_EXPORT size_t gc_array_guard_bytes() { return gc_cpu::kArrayGuardBytes; }
 
 GC_CPU_EXPORT size_t gc_page_size() { return gc_cpu::page_size(); }
 

@@ -34,8 +34,8 @@ gemm_smem_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(size_t)(k0 + ty) * N + col] : 0.0f;
         __syncthreads();  // the whole tile is in shared memory before anyone reads it
 
-        // TODO: add this tile's contribution to acc: the products of row ty of the A tile with
-        // column tx of the B tile, read from shared memory (As, Bs), TILE of them.
+        // TODO: add this k-tile's share of C[row, col], the element this thread owns, to acc,
+        // reading the tile from shared memory only.
         __syncthreads();  // everyone is done reading before the next tile overwrites it
     }
     if (row < M && col < N)

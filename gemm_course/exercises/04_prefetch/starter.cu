@@ -41,13 +41,15 @@ gemm_double_buffered(const float* __restrict__ A, const float* __restrict__ B, f
 
         const bool more = t + 1 < tiles;
         if (more) {
-            // TODO (1): load this thread's element of tile t+1 of A and of B into a_next and b_next.
+            // TODO (1): this thread's share of tile t+1, of A and of B, fetched from global memory
+            // now, so that it travels while the loop below computes.
         }
 #pragma unroll
         for (int k = 0; k < TILE; ++k)
             acc += As[cur][ty][k] * Bs[cur][k][tx];
         if (more) {
-            // TODO (2): store a_next and b_next into this thread's place in the other buffer.
+            // TODO (2): this thread's share of tile t+1 in shared memory, where iteration t+1 will
+            // compute on it, without disturbing what other threads may still be reading.
         }
     }
     if (row < M && col < N)

@@ -85,12 +85,9 @@ __device__ __forceinline__ void register_blocked_mainloop(const float* __restric
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[TM], b[TN];
-            /* TODO (the exercise): the outer product of step k.
-               1. a[i] = this thread's TM values of A for this k: rows tr·TM .. tr·TM+TM-1 of the tile
-                  (As is stored transposed: As[k][m]).
-               2. b[j] = this thread's TN values of B for this k: columns tc·TN .. tc·TN+TN-1 (Bs[k][n]).
-               3. acc[i][j] += a[i] · b[j] for every i < TM, j < TN.
-               Write each loop with a compile-time trip count and `#pragma unroll` above it. */
+            /* TODO (the exercise): step k's contribution to this thread's TM×TN accumulators, from
+               the tile in s[cur]. a and b are there to hold the thread's values of A and of B for
+               this k; acc, a and b must all stay in registers. */
         }
         copy_async_wait_all();
         __syncthreads();

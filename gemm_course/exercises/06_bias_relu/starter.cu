@@ -7,7 +7,7 @@
 //
 // Compile-time options (template arguments), so that an unused feature costs nothing:
 //   ACT       0 none, 1 ReLU, 2 GELU (tanh approximation)
-//   HAS_BIAS  add bias[col] (one value per column of C, as in a linear layer)
+//   HAS_BIAS  add a bias vector, one value per column of C (as in a linear layer)
 //   HAS_BETA  read the old C and add beta · C_old (the BLAS form C = alpha·A·B + beta·C)
 #include "05_register_blocking.cu"
 
@@ -15,7 +15,7 @@ template <int ACT>
 __device__ __forceinline__ float activation(float x)
 {
     if (ACT == 1) {
-        /* TODO (the exercise, gap 1): ReLU, max(x, 0). */
+        /* TODO (the exercise, gap 1): ReLU. */
     }
     if (ACT == 2) {  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
         const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
@@ -35,9 +35,8 @@ gemm_fused_epilogue(const float* __restrict__ A, const float* __restrict__ B, fl
 
     store_register_tile<BM, BN>(C, M, N, row0, col0, acc, [&](float v, int r, int c) {
         v *= alpha;
-        /* TODO (the exercise, gap 2): add the bias of this element's column (only when HAS_BIAS),
-           then apply activation<ACT>. Order: alpha first, then the bias, then the activation,
-           then beta · C_old (the line below). */
+        /* TODO (the exercise, gap 2): the steps of the formula at the top of the file that come
+           between the scaling by alpha (above) and beta · C_old (below). */
         if (HAS_BETA) v += beta * C[(size_t)r * N + c];  // the old C, read before it is overwritten
         return v;
     });

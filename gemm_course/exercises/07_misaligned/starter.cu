@@ -24,7 +24,7 @@ gemm_vectorized(const float* __restrict__ A, const float* __restrict__ B, float*
 {
     static_assert(BK % 4 == 0 && BN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0, "vectors of 4 floats");
     constexpr int THREADS = (BM / TM) * (BN / TN);
-    constexpr int A_STRIDE = BM + 1;  // padded by one float: no bank conflicts on the transposed store
+    constexpr int A_STRIDE = BM + 1;  // rows padded by one float
     constexpr int A_LOADS = (BM * BK / 4 + THREADS - 1) / THREADS;  // float4 per thread per k-tile
     constexpr int B_LOADS = (BK * BN / 4 + THREADS - 1) / THREADS;
     __shared__ __align__(16) float As[2][BK][A_STRIDE];  // double-buffered, as in Level 5

@@ -2,16 +2,16 @@
 // and an L2-friendly order of blocks. The course's fastest FP32 kernel.
 //
 //   block tile BM×BN (one thread block)        warp tile WM×WN (one warp)     thread: (4·WM/32)×(4·WN/16)
-//   ┌──────────┬──────────┐                    lanes as an 8 (m) × 4 (n) grid; each lane owns 4×4
-//   │  warp 0  │  warp 1  │ ...                sub-tiles repeated every 32 rows and 16 columns:
-//   ├──────────┼──────────┤
-//   │  warp 2  │  warp 3  │                       cols  ln·4 .. ln·4+3   and  16+ln·4 .. (WN = 32)
-//   └──────────┴──────────┘                       rows  lm·4 .. lm·4+3   and  32+lm·4 .. (WM = 64)
+//   ┌──────────┬──────────┐                    lanes as an 8 (m) × 4 (n) grid; each lane owns
+//   │  warp 0  │  warp 1  │ ...                (WM/32)·(WN/16) sub-tiles of 4×4. Which rows and
+//   ├──────────┼──────────┤                    columns they are is the lane layout, chosen in
+//   │  warp 2  │  warp 3  │                    the marked lines below.
+//   └──────────┴──────────┘
 //
-// Why this shape: for each k, a warp reads its A values as 8 distinct float4 (lanes with the same
-// lm share one: a broadcast) and its B values as 4 distinct float4, each set contiguous in shared
-// memory, so every shared load is 16 bytes wide and conflict-free, and each thread turns
-// (TM + TN)/4 shared loads into TM·TN FMAs (8×8: 4 LDS.128 per 64 FFMA).
+// For each k, a warp reads its A values and its B values from shared memory as float4s (lanes that
+// need the same float4 share it: a broadcast), and each thread turns (TM + TN)/4 shared loads into
+// TM·TN FMAs (8×8: 4 LDS.128 per 64 FFMA). The lane layout decides which addresses the lanes of a
+// half-warp read together, and so whether those loads meet in a bank.
 //
 // Main loop, one barrier per k-tile (Level 4's scheme, 16-byte global loads staged in registers):
 //   load tile 0 → registers → shared[0]; barrier

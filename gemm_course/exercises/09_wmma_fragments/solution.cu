@@ -25,6 +25,24 @@
 
 using namespace nvcuda;
 
+// ---- exercise: where each fragment of a warp starts ------------------------------------------------
+// wmma_shared's block has warps_m × warps_n warps, numbered row by row over the block's grid of
+// 32×32 warp tiles of C (warp = 0 … warps_m·warps_n − 1; warps_m is not needed here). A warp holds
+// its tile as 2×2 accumulator fragments of 16×16, so at the 16-deep step kk of a k-tile it loads two
+// 16×16 tiles of As, a[0] above a[1], and two of Bs, b[0] left of b[1]. a_tile_offset is the offset,
+// in elements from &As[0][0], of the first element of the tile that a[i] loads; b_tile_offset the
+// same in Bs for b[j]. lda and ldb are the length of one row of As and of Bs in elements.
+__device__ __forceinline__ int a_tile_offset(int warp, int i, int kk, int warps_n, int lda)
+{
+    return ((warp / warps_n) * 32 + 16 * i) * lda + kk;  // row: the warp's row of tiles, then i
+}
+
+__device__ __forceinline__ int b_tile_offset(int warp, int j, int kk, int warps_n, int ldb)
+{
+    return kk * ldb + (warp % warps_n) * 32 + 16 * j;    // column: the warp's column of tiles, then j
+}
+// ---- end of the exercise ----------------------------------------------------------------------------
+
 template <typename T, int WARPS_M, int WARPS_N>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 wmma_direct(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
@@ -99,16 +117,17 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
-            // ---- exercise: your code goes here ---------------------------------------------------
+            // this warp's two A and two B fragments of step kk, then the four products
 #pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &As[wm + 16 * i][kk], A_LD);
+            for (int i = 0; i < 2; ++i)
+                wmma::load_matrix_sync(a[i], &As[0][0] + a_tile_offset(warp, i, kk, WARPS_N, A_LD), A_LD);
 #pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &Bs[kk][wn + 16 * j], B_LD);
+            for (int j = 0; j < 2; ++j)
+                wmma::load_matrix_sync(b[j], &Bs[0][0] + b_tile_offset(warp, j, kk, WARPS_N, B_LD), B_LD);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-            // ---- end of the exercise -------------------------------------------------------------
         }
         __syncthreads();
     }

@@ -25,6 +25,24 @@
 
 using namespace nvcuda;
 
+// ---- exercise: where each fragment of a warp starts ------------------------------------------------
+// wmma_shared's block has warps_m × warps_n warps, numbered row by row over the block's grid of
+// 32×32 warp tiles of C (warp = 0 … warps_m·warps_n − 1; warps_m is not needed here). A warp holds
+// its tile as 2×2 accumulator fragments of 16×16, so at the 16-deep step kk of a k-tile it loads two
+// 16×16 tiles of As, a[0] above a[1], and two of Bs, b[0] left of b[1]. a_tile_offset is the offset,
+// in elements from &As[0][0], of the first element of the tile that a[i] loads; b_tile_offset the
+// same in Bs for b[j]. lda and ldb are the length of one row of As and of Bs in elements.
+__device__ __forceinline__ int a_tile_offset(int warp, int i, int kk, int warps_n, int lda)
+{
+    return 0;
+}
+
+__device__ __forceinline__ int b_tile_offset(int warp, int j, int kk, int warps_n, int ldb)
+{
+    return 0;
+}
+// ---- end of the exercise ----------------------------------------------------------------------------
+
 template <typename T, int WARPS_M, int WARPS_N>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 wmma_direct(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
@@ -99,14 +117,8 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
-            // ---- exercise: your code goes here ---------------------------------------------------
-            /* TODO: this warp's part of the 16-deep step kk.
-               1. load a[0], a[1]: the 16×16 tiles of As at rows wm and wm + 16, columns kk … kk + 15
-               2. load b[0], b[1]: the 16×16 tiles of Bs at rows kk … kk + 15, columns wn and wn + 16
-                  (wmma::load_matrix_sync(fragment, pointer to the tile's first element, row length);
-                   a shared row is A_LD or B_LD elements long, padding included)
-               3. acc[i][j] += a[i] · b[j] for all four (i, j) with wmma::mma_sync */
-            // ---- end of the exercise -------------------------------------------------------------
+            // ---- exercise: this warp's part of the 16-deep step kk ----------------------------------
+            // ---- end of the exercise ---------------------------------------------------------------
         }
         __syncthreads();
     }

@@ -1,13 +1,14 @@
 // Level 10 — Tensor Cores without the WMMA wrapper: mma.sync + ldmatrix + a multi-stage cp.async
 // pipeline, with an XOR-swizzled shared layout. fp16 or bf16 inputs (BF16), fp32 accumulation, fp32 C.
-// sm_80+; the copy = "tma" setting (at the end of this file) needs sm_90.
+// sm_80+. (The level's file holds two more kernels, the same math fed by TMA and overlapped; this
+// exercise's copy keeps the first one, with 32-deep k-tiles.)
 //
-// Block tile 128×BN (BN = 128 or 256), k-tile 32, 8 warps as 2 (m) × 4 (n); each warp owns a
-// 64×(BN/4) tile of C as 4 × (BN/32) mma tiles of 16×8 (m16n8k16: one instruction multiplies a
-// 16×16 piece of A by a 16×8 piece of B). Per 16-deep k-step a warp issues 4 ldmatrix.x4 for A,
-// BN/64 ldmatrix.x4.trans for B and BN/8 mma.sync: with BN = 256 each fragment of A feeds twice as
-// many mma.sync (the 64×64 warp tile), at the price of 128 accumulators per thread and one block
-// per SM.
+// Block tile 128×BN (BN = 128 or 256), k-tile 32 (or BK = 64, below), 8 warps as 2 (m) × 4 (n);
+// each warp owns a 64×(BN/4) tile of C as 4 × (BN/32) mma tiles of 16×8 (m16n8k16: one instruction
+// multiplies a 16×16 piece of A by a 16×8 piece of B). Per 16-deep k-step a warp issues 4
+// ldmatrix.x4 for A, BN/64 ldmatrix.x4.trans for B and BN/8 mma.sync: with BN = 256 each fragment
+// of A feeds twice as many mma.sync (the 64×64 warp tile), at the price of 128 accumulators per
+// thread and one block per SM.
 //
 //   global ──cp.async 16 B──▶ shared stage s ──ldmatrix──▶ registers ──mma.sync──▶ accumulators
 //            (no registers,      (STAGES buffers:          (one instruction
@@ -22,6 +23,8 @@
 //     A: c ^ ((r / 2) % 4)          B: c ^ (r % 8)
 // puts the 8 chunks of any such read in 8 different 16-byte bank groups, conflict-free; the copy
 // in and the ldmatrix out apply the same function, so the permutation is invisible to the math.
+// With BK = 64 an A row is 8 chunks (128 B) and A's swizzle becomes c ^ (r % 8), as B's: half the
+// barriers per flop, twice the shared memory per stage.
 //
 // Preconditions (the launcher checks them): K and N multiples of 8 and 16-byte aligned pointers,
 // so every 16-byte chunk is wholly inside or outside its matrix. M is free. Out-of-range chunks are
@@ -42,12 +45,32 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool 
 __device__ __forceinline__ int swizzle_a(int row, int chunk) { return row * 4 + (chunk ^ ((row >> 1) & 3)); }
 template <int BN>
 __device__ __forceinline__ int swizzle_b(int row, int chunk) { return row * (BN / 8) + (chunk ^ (row & 7)); }
+// BK = 64: an A row is 8 chunks (128 B), so 8 consecutive rows already start on the same bank and the
+// row's low 3 bits pick the position, as in B (and as TMA's 128-byte swizzle does).
+__device__ __forceinline__ int swizzle_a64(int row, int chunk) { return row * 8 + (chunk ^ (row & 7)); }
+template <int BK>
+__device__ __forceinline__ int swizzle_a_bk(int row, int chunk)
+{
+    if constexpr (BK == 32) return swizzle_a(row, chunk);
+    else return swizzle_a64(row, chunk);
+}
 
 // One 32-bit word of A's swizzled stage tile: the two halves at row r, columns k and k + 1 (k even).
 __device__ __forceinline__ unsigned shared_word(const uint4* as, int r, int k)
 {
     return reinterpret_cast<const unsigned*>(as + swizzle_a(r, k / 8))[(k % 8) / 2];
 }
+
+// ---- exercise: the index math of A's ldmatrix.x4 ------------------------------------------------
+// The chunk of the stage `as` (in 16-byte chunks, as swizzle_a counts them) whose address `lane`
+// gives ldmatrix.x4 when its warp loads the 16×16 piece of A whose top row is `tile_row` (a row of
+// the stage) at k-step `kk` (0 or 16): after the load, register j of every lane must hold what
+// mma.sync.m16n8k16 expects in a[i][j].
+__device__ __forceinline__ int a_ldmatrix_chunk(int lane, int tile_row, int kk)
+{
+    return 0;
+}
+// ---- end of the exercise ------------------------------------------------------------------------
 
 // Four 8×8 matrices of 16-bit elements from shared memory, one per register; each lane supplies the
 // address of one 16-byte row. TRANS transposes each matrix on the way (B as the .col operand).
@@ -104,17 +127,19 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[MT][NT][4]
             }
 }
 
-template <int STAGES, bool BF16, int BN = 128, int PARTS = MMA_ALL>
+template <int STAGES, bool BF16, int BN = 128, int BK = MMA_BK, int PARTS = MMA_ALL>
 __global__ void __launch_bounds__(MMA_THREADS, BN == 128 ? 2 : 1)
 gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                   float* __restrict__ C, int M, int N, int K)
 {
     static_assert(!((PARTS & MMA_NO_BARRIER) && (PARTS & MMA_COPIES)), "without the barrier, copies would race");
     extern __shared__ __align__(128) unsigned char smem[];
+    static_assert(BK == 32, "this copy of the kernel is written for 32-deep k-tiles (swizzle_a)");
     constexpr int NT = BN / 32;  // n8 tiles per warp
-    // Stage s: A chunks [s][128 × 4], then B chunks [s][32 × BN/8]; a chunk is 16 bytes (uint4).
+    constexpr int A_ROW = BK / 8;  // chunks per row of A's tile
+    // Stage s: A chunks [s][128 × BK/8], then B chunks [s][BK × BN/8]; a chunk is 16 bytes (uint4).
     uint4* const a_chunks = reinterpret_cast<uint4*>(smem);
-    uint4* const b_chunks = a_chunks + STAGES * MMA_BM * 4;
+    uint4* const b_chunks = a_chunks + STAGES * MMA_BM * A_ROW;
 
     // Grouped block order for L2 reuse (as in Level 8).
     const int tiles_m = (M + MMA_BM - 1) / MMA_BM, tiles_n = (N + BN - 1) / BN;
@@ -127,24 +152,25 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = (warp / 4) * 64, wn = (warp % 4) * (BN / 4);  // this warp's 64×(BN/4) tile
 
-    // Issue the copies of k-tile kt into stage s: 512 A chunks and 4·BN B chunks, 2 + BN/64 per thread.
+    // Issue the copies of k-tile kt into stage s: 16·BK A chunks and BK·BN/8 B chunks; with BK = 32
+    // that is 2 + BN/64 per thread.
     auto load_tile = [&](int kt, int s) {
-        const int k0 = kt * MMA_BK;
+        const int k0 = kt * BK;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < BK / 16; ++i) {
             const int e = tid + i * MMA_THREADS;
-            const int r = e / 4, c = e % 4;  // A: row r of the tile, chunk c (8 halves of k)
+            const int r = e / A_ROW, c = e % A_ROW;  // A: row r of the tile, chunk c (8 halves of k)
             const bool ok = row0 + r < M && k0 + c * 8 < K;
             const unsigned short* src = ok ? A + (size_t)(row0 + r) * K + k0 + c * 8 : A;
-            cp_async_16(smem_u32(a_chunks + s * MMA_BM * 4 + swizzle_a(r, c)), src, ok);
+            cp_async_16(smem_u32(a_chunks + s * MMA_BM * A_ROW + swizzle_a_bk<BK>(r, c)), src, ok);
         }
 #pragma unroll
-        for (int i = 0; i < BN / 64; ++i) {
+        for (int i = 0; i < BK * BN / 2048; ++i) {
             const int e = tid + i * MMA_THREADS;
             const int r = e / (BN / 8), c = e % (BN / 8);  // B: row r (k) of the tile, chunk c (8 halves of n)
             const bool ok = k0 + r < K && col0 + c * 8 < N;
             const unsigned short* src = ok ? B + (size_t)(k0 + r) * N + col0 + c * 8 : B;
-            cp_async_16(smem_u32(b_chunks + s * MMA_BK * (BN / 8) + swizzle_b<BN>(r, c)), src, ok);
+            cp_async_16(smem_u32(b_chunks + s * BK * (BN / 8) + swizzle_b<BN>(r, c)), src, ok);
         }
     };
 
@@ -156,7 +182,7 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
 #pragma unroll
             for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
 
-    const int tiles_k = (K + MMA_BK - 1) / MMA_BK;
+    const int tiles_k = (K + BK - 1) / BK;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {  // fill the pipeline
         if (PARTS & MMA_COPIES && s < tiles_k) load_tile(s, s);
@@ -174,23 +200,20 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
 
         if constexpr (!(PARTS & MMA_MATH)) continue;
         const int s = kt % STAGES;
-        const uint4* as = a_chunks + s * MMA_BM * 4;
-        const uint4* bs = b_chunks + s * MMA_BK * (BN / 8);
+        const uint4* as = a_chunks + s * MMA_BM * A_ROW;
+        const uint4* bs = b_chunks + s * BK * (BN / 8);
 #pragma unroll
-        for (int kk = 0; kk < MMA_BK; kk += 16) {
+        for (int kk = 0; kk < BK; kk += 16) {
             unsigned a[4][4], b[NT][2];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {  // A 16×16 at rows wm + 16·i …, columns kk …
-                // ---- exercise: your code goes here ---------------------------------------------
-                // TODO: replace these four 32-bit shared loads with one ldmatrix_x4<false>.
-                // The m16n8k16 A fragment: lane holds rows g and g + 8 (g = lane / 4) of the 16×16
-                // tile, each at columns 2q, 2q + 1 and 2q + 8, 2q + 9 (q = lane % 4).
+            for (int i = 0; i < 4; ++i) {
+                // ---- exercise: these four 32-bit loads of the 16×16 piece become one ldmatrix_x4<false> ----
                 const int g = lane / 4, q = lane % 4, r = wm + i * 16 + g, k = kk + 2 * q;
-                a[i][0] = shared_word(as, r, k);          // rows 0-7 of the tile,  columns 0-7
-                a[i][1] = shared_word(as, r + 8, k);      // rows 8-15,             columns 0-7
-                a[i][2] = shared_word(as, r, k + 8);      // rows 0-7,              columns 8-15
-                a[i][3] = shared_word(as, r + 8, k + 8);  // rows 8-15,             columns 8-15
-                // ---- end of the exercise -------------------------------------------------------
+                a[i][0] = shared_word(as, r, k);          // rows 0-7 of the piece,  columns 0-7
+                a[i][1] = shared_word(as, r + 8, k);      // rows 8-15,              columns 0-7
+                a[i][2] = shared_word(as, r, k + 8);      // rows 0-7,               columns 8-15
+                a[i][3] = shared_word(as, r + 8, k + 8);  // rows 8-15,              columns 8-15
+                // ---- end of the exercise ---------------------------------------------------------------
             }
 #pragma unroll
             for (int j = 0; j < NT / 2; ++j) {  // B 16(k)×16(n), transposed: two n8 tiles per ldmatrix
@@ -208,89 +231,4 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
     asm volatile("cp.async.wait_group 0;\n" ::);
 
     store_accumulators(acc, C, M, N, row0 + wm, col0 + wn, lane);
-}
-
-
-// --- copy = "tma" (sm_90): the same math, fed by the TMA engine --------------------------------------
-//
-// The kernel above issues its own copies (a third of its warps' memory instructions) and meets the
-// whole block at a barrier every k-tile; the chapter measures what both cost. Here one thread asks
-// the TMA engine for whole k-tiles, 64 deep, each completing on the "full" mbarrier of its stage. A
-// warp that has read a stage arrives on the stage's "empty" mbarrier, and thread 0 refills the stage
-// once all 8 warps have. No warp waits for another except through the data it needs. The math is
-// the BN = 256 setting's: 8 warps as 2 (m) × 4 (n), a 64×64 warp tile, ldmatrix + mma.sync.
-//
-//   stage s   A: 128 rows × 64 k, row r = 8 chunks of 16 B, chunk c stored at c ^ (r % 8)
-//             B: 4 boxes of 64 k × 64 n (box j at +8192 B), row k = 8 chunks, chunk c at c ^ (k % 8)
-//             (TMA's 128-byte swizzle: the same conflict-free pattern as above, written by the engine)
-//
-//   thread 0     issue k-tiles 0 … STAGES-1; at k-tile kt ≥ 1: wait empty[(kt-1) % STAGES], issue
-//                k-tile kt-1+STAGES into that stage
-//   every warp   wait full[kt % STAGES] → 4 k-steps of ldmatrix + mma.sync → arrive empty[kt % STAGES]
-//
-// Preconditions as above (TMA needs 16-byte row strides: K and N multiples of 8); TMA fills zeros
-// past the edges of A and B.
-template <bool BF16, int STAGES>
-__global__ void __launch_bounds__(MMA_THREADS, 1)
-gemm_mma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
-             float* __restrict__ C, int M, int N, int K)
-{
-    constexpr int BM = MMA_BM, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
-    extern __shared__ unsigned char smem[];
-    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-    const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 64;  // this warp's 64×64 tile
-    int m0, n0;
-    tile_origin<BM, BN>(blockIdx.x, M, N, m0, n0);
-    const int tiles_k = (K + HOPPER_BK - 1) / HOPPER_BK;
-
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(smem_u32(&full[s]), 1);   // the expect_tx of thread 0
-            mbar_init(smem_u32(&empty[s]), 8);  // one arrival per warp
-        }
-        fence_barrier_init();
-    }
-    __syncthreads();
-    auto issue = [&](int kt) {
-        const int s = kt % STAGES;
-        tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
-                                kt * HOPPER_BK, smem_u32(&full[s]));
-    };
-    if (tid == 0)
-        for (int kt = 0; kt < STAGES && kt < tiles_k; ++kt) issue(kt);
-
-    float acc[4][8][4] = {};
-    for (int kt = 0; kt < tiles_k; ++kt) {
-        const int s = kt % STAGES;
-        if (tid == 0 && kt > 0 && kt - 1 + STAGES < tiles_k) {  // the stage of k-tile kt-1, once all warps left it
-            mbar_wait(smem_u32(&empty[(kt - 1) % STAGES]), ((kt - 1) / STAGES) % 2);
-            issue(kt - 1 + STAGES);
-        }
-        mbar_wait(smem_u32(&full[s]), (kt / STAGES) % 2);
-        const unsigned as = a_base + s * A_BYTES, bs = b_base + s * B_BYTES;
-#pragma unroll
-        for (int kk = 0; kk < HOPPER_BK; kk += 16) {
-            unsigned a[4][4], b[8][2];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {  // as in the kernel above, on TMA's swizzle
-                const int r = wm + i * 16 + lane % 16, c = kk / 8 + lane / 16;
-                ldmatrix_x4<false>(a[i][0], a[i][1], a[i][2], a[i][3], as + r * 128 + ((c ^ (r & 7)) << 4));
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int n = wn + j * 16, k = kk + lane % 16, c = (n % 64) / 8 + lane / 16;
-                ldmatrix_x4<true>(b[2 * j][0], b[2 * j][1], b[2 * j + 1][0], b[2 * j + 1][1],
-                                  bs + (n / 64) * 8192 + k * 128 + ((c ^ (k & 7)) << 4));
-            }
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) mma_16816<BF16>(acc[i][j], a[i], b[j]);
-        }
-        __syncwarp();  // every lane's ldmatrix of this stage is done
-        if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
-    }
-    store_accumulators(acc, C, M, N, m0 + wm, n0 + wn, lane);
 }

@@ -97,87 +97,23 @@ __device__ __forceinline__ void store_tile(const float (&d)[REGS], OutT* C, int 
     }
 }
 
-// --- step 1: wgmma on tiles that every thread copies in ---------------------------------------------
+// (Steps 1 and 2 are in the level's file; this copy keeps step 3, the warp-specialized kernel.)
 
-template <bool BF16, typename OutT = float>
-__global__ void __launch_bounds__(128)
-hopper_wgmma_plain(const u16* __restrict__ A, const u16* __restrict__ B, OutT* __restrict__ C, int M, int N, int K)
+// ---- exercise: the consumers' index math of the ring ------------------------------------------------
+// `it` counts the k-tiles a consumer has taken from the ring so far, over all its tiles of C (the
+// producer counts the same way). stage_of(it, stages) is the stage that k-tile `it` sits in;
+// full_parity(it, stages) the parity a consumer waits for on full[stage_of(it, stages)] before it
+// reads that stage. (full[s] and empty[s] start in phase 0; every completed phase flips the parity.)
+__device__ __forceinline__ int stage_of(int it, int stages)
 {
-    constexpr int BM = 64, BN = 128;
-    __shared__ __align__(1024) uint4 a_tile[BM * 8];           // 64 rows × 8 chunks = 8 KB
-    __shared__ __align__(1024) uint4 b_tile[HOPPER_BK * 16];   // 2 chunks × 64 rows × 8 = 16 KB
-    const int tid = threadIdx.x, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    float d[BN / 2] = {};
-
-    for (int k0 = 0; k0 < K; k0 += HOPPER_BK) {
-#pragma unroll
-        for (int i = 0; i < BM * 8 / 128; ++i) {  // A: row r, chunk c (8 values of k)
-            const int e = tid + i * 128, r = e / 8, c = e % 8;
-            const bool ok = m0 + r < M && k0 + c * 8 < K;
-            a_tile[r * 8 + (c ^ (r % 8))] = ok ? *reinterpret_cast<const uint4*>(A + (size_t)(m0 + r) * K + k0 + c * 8) : zero;
-        }
-#pragma unroll
-        for (int i = 0; i < HOPPER_BK * 16 / 128; ++i) {  // B: row r (k), chunk c (8 values of n)
-            const int e = tid + i * 128, r = e / 16, c = e % 16;
-            const bool ok = k0 + r < K && n0 + c * 8 < N;
-            b_tile[(c / 8) * 512 + r * 8 + ((c % 8) ^ (r % 8))] =
-                ok ? *reinterpret_cast<const uint4*>(B + (size_t)(k0 + r) * N + n0 + c * 8) : zero;
-        }
-        // Ordinary stores, read next by the tensor cores (the async proxy): fence, then barrier.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        wgmma_fence();
-        wgmma_k_tile<BF16>(d, smem_u32(a_tile), smem_u32(b_tile), k0 == 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin(d);
-        __syncthreads();  // everyone's wgmma has read the tiles before they are overwritten
-    }
-    store_tile<BF16>(d, C, M, N, m0, n0, tid);
+    return 0;
 }
 
-// --- step 2: TMA into a ring of STAGES buffers, completing on mbarriers ------------------------------
-
-template <bool BF16, int STAGES, typename OutT = float>
-__global__ void __launch_bounds__(256)
-hopper_wgmma_tma(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b, OutT* __restrict__ C,
-                 int M, int N, int K)
+__device__ __forceinline__ int full_parity(int it, int stages)
 {
-    constexpr int BM = 128, BN = 128, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
-    extern __shared__ unsigned char smem[];
-    __shared__ __align__(8) unsigned long long full[STAGES];
-    const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
-    const int tid = threadIdx.x, wg = tid / 128;
-    int m0, n0;
-    tile_origin<BM, BN>(blockIdx.x, M, N, m0, n0);
-    const int tiles_k = (K + HOPPER_BK - 1) / HOPPER_BK;
-
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) mbar_init(smem_u32(&full[s]), 1);
-        fence_barrier_init();
-        for (int s = 0; s < STAGES && s < tiles_k; ++s)
-            tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
-                                    s * HOPPER_BK, smem_u32(&full[s]));
-    }
-    __syncthreads();
-
-    float d[BN / 2] = {};
-    for (int kt = 0; kt < tiles_k; ++kt) {
-        const int s = kt % STAGES;
-        mbar_wait(smem_u32(&full[s]), (kt / STAGES) % 2);  // the phase flips each time round the ring
-        wgmma_fence();
-        wgmma_k_tile<BF16>(d, a_base + s * A_BYTES + wg * (64 * 128), b_base + s * B_BYTES, kt == 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin(d);
-        __syncthreads();  // both warpgroups are done with stage s: refill it
-        if (tid == 0 && kt + STAGES < tiles_k)
-            tma_load_k_tile<BM, BN>(map_a, map_b, a_base + s * A_BYTES, b_base + s * B_BYTES, m0, n0,
-                                    (kt + STAGES) * HOPPER_BK, smem_u32(&full[s]));
-    }
-    store_tile<BF16>(d, C, M, N, m0 + wg * 64, n0, tid % 128);
+    return 0;
 }
+// ---- end of the exercise ------------------------------------------------------------------------
 
 // --- steps 3 and 4: a producer warpgroup and two consumer warpgroups ----------------------------------
 //
@@ -236,16 +172,8 @@ hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* _
         tile_origin<BM, BN>(t, M, N, m0, n0);
         float d[BN / 2];
         for (int kt = 0; kt < tiles_k; ++kt, ++it) {
-            const int s = it % STAGES;  // k-tile kt sits in stage s, in round it / STAGES of the ring
-            // ---- exercise: your code goes here (step 3; step 4's overlap is in the level's file) ----
-            /* TODO: consume stage s, in this order:
-               1. wait until the producer's TMA copy into s has landed: the full[s] mbarrier,
-                  at the parity of this round of the ring (mbar_wait)
-               2. multiply: wgmma_fence(), then wgmma_k_tile<BF16>(d, this consumer's 64 rows of
-                  A in stage s, B in stage s, first) (first: kt == 0 overwrites d), then wgmma_commit()
-               3. wait until the tensor cores are done with s (wgmma_wait<0>())
-               4. hand s back to the producer: one mbar_arrive on empty[s] per warp (releaser) */
-            // ---- end of the exercise -----------------------------------------------------------
+            // ---- exercise: consume k-tile `it` of the ring (step 3; step 4's overlap is in the level's file) ----
+            // ---- end of the exercise -----------------------------------------------------------------
         }
         pin(d);
         store_tile<BF16>(d, C, M, N, m0 + rows, n0, thread);

@@ -1,0 +1,31 @@
+// Level 5 — register blocking, written by you: each thread computes a TM×TN block of C in registers.
+//
+// Inputs: A is M×K, B is K×N, C is M×N, row-major floats; M, N, K are any sizes from 1 up.
+//
+// The launch: one-dimensional blocks of (BM/TM)·(BN/TN) threads (16·16 = 256 here, with
+// BM = BN = 128, BK = 8, TM = TN = 8), ceil(N / BN) blocks along x and ceil(M / BM) along y.
+// Block (blockIdx.y, blockIdx.x) owns the BM×BN tile of C that starts at row blockIdx.y·BM,
+// column blockIdx.x·BN. Inside it, thread tid = threadIdx.x is (tr, tc) = (tid / (BN/TN),
+// tid % (BN/TN)) and owns rows tr·TM … tr·TM+TM−1 and columns tc·TN … tc·TN+TN−1 of the tile.
+//
+// The block walks K in steps of BK through shared memory: per step a BM×BK piece of A and a BK×BN
+// piece of B, which the block's threads copy together (BM·BK / threads elements each). Then, for
+// each k of the step, a thread reads its TM values of A and its TN values of B once into registers
+// and does TM·TN multiply-adds with them into TM·TN accumulators that stay in registers.
+// Edge blocks hang over C, and the last step over K.
+#include "common.cuh"
+
+// Two blocks per SM (the compiler keeps registers ≤ 128 for 256 threads) unless a block is larger.
+#define REGISTER_BLOCKS_PER_SM(THREADS) ((THREADS) <= 256 ? 2 : 1)
+
+template <int BM, int BN, int BK, int TM, int TN, bool BATCHED = false>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), REGISTER_BLOCKS_PER_SM((BM / TM) * (BN / TN)))
+gemm_register_blocked(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                      int M, int N, int K)
+{
+    if (BATCHED) BATCH_ENTRY(A, B, C, M, N, K);  // one product of a batch per grid z index (common.cuh)
+
+    // Your kernel: the shared pieces of A and B, the loop over the steps of K (the block's copy,
+    // a barrier, the register outer products, a barrier), and the guarded store of the thread's
+    // TM×TN block of C.
+}

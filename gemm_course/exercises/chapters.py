@@ -1,0 +1,822 @@
+"""Runners for the exercises of the chapters outside the level registry (exercises.CHAPTERS):
+
+    cuda_basics   Level 0   a small CUDA C kernel, launched on the CPU backend the way primer.run_kernel
+                            launches it, with launches the learner did not choose (grids with fewer and
+                            with more threads than elements, odd shapes, several block rows and columns)
+    multi_gpu     Level 12  a Python function (the rows one rank owns, the time of a ring all-reduce, the
+                            time of chunks that overlap), run in a fresh interpreter and checked against
+                            the course's own split and models
+    fp8           Level 13  a CUDA C kernel on e4m3 bytes (the 1x128 quantiser, the promotion loop), on
+                            the CPU backend, against gemm_course.fp8
+
+Each exercise.json of these chapters names its task ("task"), which picks the function that grades it
+(TASKS). Every task draws its random shape and values from attempt.rng, so the seed in the verdict
+reproduces a failure, and answers every broken answer (an empty file, a renamed kernel, a syntax
+error, a function that raises or loops) with one step saying what to change, never a traceback.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from .grade import Attempt, Step, _first_lines, source_problems
+
+KERNEL_TIMEOUT_S = 5.0    # one CPU-backend thread without a barrier: these kernels need milliseconds
+PYTHON_TIMEOUT_S = 10.0   # the learner's whole Python answer, every call included
+
+
+# --- shared: CUDA C answers on the CPU backend ----------------------------------------------------------
+
+def _compiled(attempt: Attempt, kernel: str, parameters: Sequence[str],
+              signature: str) -> tuple[Any, list[Step]]:
+    """(the compiled kernel or None, the steps so far): the source screened (grade.source_problems), the
+    kernel compiled for the CPU backend (race detector on), its parameter types the ones the grader
+    passes (signature: as C)."""
+    from .. import cpu_backend as cb
+
+    problem = source_problems(attempt, kernel)  # empty, renamed, an include or a build macro the grader refuses
+    if problem:
+        return None, [problem]
+    try:
+        compiled = cb.compile_kernel(attempt.source, kernel, attempt.file_name, race_check=True)
+    except cb.CpuCompileError as err:
+        detail = _first_lines(err.log or str(err), 6)
+        return None, [Step("compile", False, f"{attempt.file_name} does not compile:\n{detail}",
+                           f"{attempt.file_name} 无法编译：\n{detail}")]
+    except cb.CpuBackendError as err:  # no C++ compiler, or no CPU backend on this system
+        return None, [Step("compile", None, f"not run here: {err.en}", f"这里无法运行：{err.zh}")]
+    if tuple(compiled.parameters) != tuple(parameters):
+        got = ", ".join(compiled.parameters)
+        return None, [Step("compile", True, "compiles", "可以编译"),
+                      Step("signature", False, f"{kernel} takes ({got}); the grader passes {signature}",
+                           f"{kernel} 的参数是（{got}）；评分器传入的是 {signature}")]
+    return compiled, [Step("compile", True, "compiles", "可以编译")]
+
+
+def _launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
+            names: Sequence[str], where_en: str, where_zh: str) -> Optional[Step]:
+    """Run one launch; a failed step (named after what went wrong: memory, race, barrier, ...) or None."""
+    from .. import cpu_backend as cb
+    from ..levels import Launch
+
+    try:
+        kernel.launch(Launch(grid, block), args, names=names, timeout_s=KERNEL_TIMEOUT_S)
+    except cb.CpuBackendError as err:
+        kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
+        kind = "run" if kind == "cpubackend" else kind
+        return Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
+    return None
+
+
+def _launch_text(grid: tuple[int, int, int], block: tuple[int, int, int]) -> str:
+    g = grid[0] if grid[1:] == (1, 1) else f"({grid[0]}, {grid[1]})"
+    b = block[0] if block[1:] == (1, 1) else f"({block[0]}, {block[1]})"
+    return f"<<<{g}, {b}>>>"
+
+
+def _rows(indices: np.ndarray) -> str:
+    """"row 4" or "rows 3..5, 9"."""
+    return f"row {int(indices[0])}" if indices.size == 1 else f"rows {_ranges(indices)}"
+
+
+def _ranges(indices: np.ndarray) -> str:
+    """0, 1, 2, 5, 9, 10 → "0..2, 5, 9..10" (the first few runs)."""
+    runs: list[str] = []
+    start = prev = None
+    for i in [int(x) for x in indices]:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            runs.append(f"{start}" if start == prev else f"{start}..{prev}")
+            start = prev = i
+    if start is not None:
+        runs.append(f"{start}" if start == prev else f"{start}..{prev}")
+    return ", ".join(runs[:4]) + (", …" if len(runs) > 4 else "")
+
+
+# --- Level 0: the CUDA programming model -----------------------------------------------------------------
+
+def _saxpy_launches(rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """(n, blocks, threads per block): a single element, grids with fewer threads than elements and with
+    more, an odd n, and one drawn from the seed."""
+    fixed = [(1, 1, 32), (1000, 2, 64), (100, 8, 256), (777, 3, 128)]
+    drawn = (int(rng.integers(2, 5000)), int(rng.integers(1, 9)), int(rng.choice([32, 64, 128, 256])))
+    return fixed + [drawn]
+
+
+def _grade_saxpy(attempt: Attempt) -> list[Step]:
+    """y = a·x + y in place, in a grid-stride loop: every element updated exactly once, whatever the grid."""
+    kernel, steps = _compiled(attempt, "saxpy", ("int", "float", "const float*", "float*"),
+                              "(int n, float a, const float* x, float* y)")
+    if kernel is None:
+        return steps
+    rng = attempt.rng
+    launches = _saxpy_launches(rng)
+    for n, blocks, threads in launches:
+        # Small integers and a scale of few bits: a·x + y is exact, so (y − y0) / (a·x) counts how many
+        # times each element was updated.
+        x = rng.integers(1, 9, n).astype(np.float32) * rng.choice([-1, 1], n).astype(np.float32)
+        y0 = rng.integers(-100, 101, n).astype(np.float32)
+        a = float(rng.choice([0.5, 1.5, 2.0, -0.75, 3.0]))
+        y = y0.copy()
+        total = blocks * threads
+        launch = _launch_text((blocks, 1, 1), (threads, 1, 1))
+        where_en = f"n = {n}, saxpy{launch} ({total} threads)"
+        where_zh = f"n = {n}，saxpy{launch}（共 {total} 个线程）"
+        failed = _launch(kernel, (blocks, 1, 1), (threads, 1, 1), [n, a, x, y], ["n", "a", "x", "y"],
+                         where_en, where_zh)
+        if failed:
+            return steps + [failed]
+        with np.errstate(invalid="ignore"):
+            times = (y.astype(np.float64) - y0) / (a * x.astype(np.float64))
+        if np.array_equal(times, np.ones(n)):
+            continue
+        never = np.nonzero(times == 0)[0]
+        twice = np.nonzero((times >= 2) & (times == np.round(times)))[0]
+        if never.size:
+            more = "fewer" if total < n else "more"
+            en = (f"at {where_en}: y[{_ranges(never)}] ({never.size} of {n} elements) were never updated; the grid "
+                  f"has {more} threads than elements here")
+            zh = (f"{where_zh}时：y[{_ranges(never)}]（{n} 个元素中的 {never.size} 个）从未被更新；这里元素数比线程数"
+                  f"{'多' if total < n else '少'}")
+        elif twice.size:
+            worst = int(times[twice].max())
+            en = (f"at {where_en}: y[{_ranges(twice)}] ({twice.size} elements) were updated more than once (up to "
+                  f"{worst} times): two threads took the same element, or one thread took it twice")
+            zh = (f"{where_zh}时：y[{_ranges(twice)}]（{twice.size} 个元素）被更新了不止一次（最多 {worst} 次）："
+                  "有两个线程处理了同一个元素，或者同一个线程处理了它两次")
+        else:
+            i = int(np.nonzero(times != 1)[0][0])
+            want = a * float(x[i]) + float(y0[i])
+            en = f"at {where_en}: y[{i}] = {float(y[i]):.6g}, expected a·x[{i}] + y[{i}] = {want:.6g}"
+            zh = f"{where_zh}时：y[{i}] = {float(y[i]):.6g}，应为 a·x[{i}] + y[{i}] = {want:.6g}"
+        return steps + [Step("correct", False, en, zh)]
+    shown = ", ".join(f"n = {n} on {b}×{t}" for n, b, t in launches)
+    shown_zh = "、".join(f"n = {n}（{b}×{t} 个线程）" for n, b, t in launches)
+    return steps + [Step("correct", True, f"every element updated exactly once: {shown}",
+                         f"每个元素恰好更新一次：{shown_zh}")]
+
+
+_TRANSPOSE_BLOCKS = ((8, 4), (16, 8), (32, 4), (4, 16), (16, 16))
+
+
+def _transpose_cases(rng: np.random.Generator) -> list[tuple[int, int, tuple[int, int]]]:
+    """(rows, cols, (block x, block y)): a single element, fewer rows than a block, several block rows
+    and columns with ragged edges on both sides, and one drawn from the seed."""
+    fixed = [(1, 1, (8, 4)), (3, 37, (16, 8)), (33, 17, (8, 4)), (70, 20, (16, 8)), (45, 100, (32, 4))]
+    blocks = _TRANSPOSE_BLOCKS[int(rng.integers(len(_TRANSPOSE_BLOCKS)))]
+    return fixed + [(int(rng.integers(1, 90)), int(rng.integers(1, 90)), blocks)]
+
+
+def _grade_transpose(attempt: Attempt) -> list[Step]:
+    """out (cols×rows) = inᵀ, one thread per element of in, x along its columns."""
+    kernel, steps = _compiled(attempt, "transpose", ("const float*", "float*", "int", "int"),
+                              "(const float* in, float* out, int rows, int cols)")
+    if kernel is None:
+        return steps
+    cases = _transpose_cases(attempt.rng)
+    for rows, cols, (bx, by) in cases:
+        # Element (r, c) of in holds r·cols + c + 1: a wrong value tells where it was read from.
+        src = (np.arange(rows * cols, dtype=np.float32) + 1).reshape(rows, cols)
+        out = np.full((cols, rows), np.nan, dtype=np.float32)
+        grid = (-(-cols // bx), -(-rows // by), 1)
+        launch = _launch_text(grid, (bx, by, 1))
+        where_en, where_zh = f"{rows}×{cols}, transpose{launch}", f"{rows}×{cols}，transpose{launch}"
+        failed = _launch(kernel, grid, (bx, by, 1), [src, out, rows, cols], ["in", "out", "rows", "cols"],
+                         where_en, where_zh)
+        if failed:
+            return steps + [failed]
+        want = src.T
+        if np.array_equal(out, want):
+            continue
+        unwritten = np.isnan(out)
+        if unwritten.any():
+            j, i = (int(v) for v in np.argwhere(unwritten)[0])
+            en = (f"at {where_en}: {int(unwritten.sum())} of {rows * cols} elements of out were never written, the "
+                  f"first out[{j}, {i}] (it should hold in[{i}, {j}])")
+            zh = (f"{where_zh}时：out 的 {rows * cols} 个元素中有 {int(unwritten.sum())} 个从未被写入，第一个是 "
+                  f"out[{j}, {i}]（它应当是 in[{i}, {j}]）")
+        else:
+            j, i = (int(v) for v in np.argwhere(out != want)[0])
+            got = float(out[j, i])
+            if got == int(got) and 1 <= got <= rows * cols:
+                r, c = divmod(int(got) - 1, cols)
+                en = f"at {where_en}: out[{j}, {i}] holds in[{r}, {c}]; out[{j}, {i}] must be in[{i}, {j}]"
+                zh = f"{where_zh}时：out[{j}, {i}] 中是 in[{r}, {c}]；out[{j}, {i}] 应当是 in[{i}, {j}]"
+            else:
+                en = f"at {where_en}: out[{j}, {i}] = {got:.6g}, which is no element of in; expected in[{i}, {j}]"
+                zh = f"{where_zh}时：out[{j}, {i}] = {got:.6g}，不是 in 中的任何元素；应为 in[{i}, {j}]"
+        return steps + [Step("correct", False, en, zh)]
+    shown = ", ".join(f"{r}×{c} in blocks of {bx}×{by}" for r, c, (bx, by) in cases)
+    shown_zh = "、".join(f"{r}×{c}（线程块 {bx}×{by}）" for r, c, (bx, by) in cases)
+    return steps + [Step("correct", True, f"out = inᵀ on {shown}, no access out of bounds",
+                         f"在 {shown_zh} 上 out = inᵀ，没有越界访问")]
+
+
+def _reverse_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
+    """(n, threads per block): n a multiple of the block, a short last block, a single element, one drawn."""
+    return [(64, 32), (100, 32), (1, 64), (300, 128), (int(rng.integers(2, 700)), int(rng.choice([32, 64, 256])))]
+
+
+def _grade_reverse(attempt: Attempt) -> list[Step]:
+    """Each block's slice of x reversed in place through shared memory; the last slice may be short."""
+    kernel, steps = _compiled(attempt, "reverse_each_block", ("float*", "int"), "(float* x, int n)")
+    if kernel is None:
+        return steps
+    rng = attempt.rng
+    cases = _reverse_cases(rng)
+    for n, threads in cases:
+        x = rng.permutation(n).astype(np.float32) + 1
+        original = x.copy()
+        blocks = -(-n // threads)
+        launch = _launch_text((blocks, 1, 1), (threads, 1, 1))
+        where_en, where_zh = f"n = {n}, reverse_each_block{launch}", f"n = {n}，reverse_each_block{launch}"
+        failed = _launch(kernel, (blocks, 1, 1), (threads, 1, 1), [x, n], ["x", "n"], where_en, where_zh)
+        if failed:
+            return steps + [failed]
+        want = np.concatenate([original[s:s + threads][::-1] for s in range(0, n, threads)])
+        if np.array_equal(x, want):
+            continue
+        i = int(np.nonzero(x != want)[0][0])
+        start = i // threads * threads
+        end = min(n, start + threads)
+        src = np.nonzero(original == x[i])[0]
+        came = f" (it holds the old x[{int(src[0])}])" if src.size else ""
+        came_zh = f"（其中是原来的 x[{int(src[0])}]）" if src.size else ""
+        en = (f"at {where_en}: x[{i}] should be the old x[{start + end - 1 - i}], the mirror of {i} in its block's "
+              f"slice {start}..{end - 1}{came}")
+        zh = (f"{where_zh}时：x[{i}] 应当是原来的 x[{start + end - 1 - i}]，即 {i} 在本线程块的片段 {start}..{end - 1} "
+              f"中的镜像位置{came_zh}")
+        return steps + [Step("correct", False, en, zh)]
+    shown = ", ".join(f"n = {n} in blocks of {t}" for n, t in cases)
+    shown_zh = "、".join(f"n = {n}（每块 {t} 个线程）" for n, t in cases)
+    return steps + [Step("correct", True, f"every slice reversed, the short last one too: {shown}; no race, "
+                         "every barrier reached by the whole block",
+                         f"每个片段都已反转，包括较短的最后一段：{shown_zh}；没有竞争，每道屏障都由整个线程块到达")]
+
+
+# --- shared: Python answers, run in a fresh interpreter ---------------------------------------------------
+
+# The child process: the learner's text runs in a namespace of its own, with gemm_course unimportable,
+# its prints kept away from the results, and each call's value (or the first exception, in one line)
+# written as one JSON line.
+_CHILD = r"""
+import io, json, sys
+sys.modules["gemm_course"] = None
+spec = json.loads(sys.stdin.read())
+real_stdout, sys.stdout = sys.stdout, io.StringIO()
+
+def plain(v):
+    if hasattr(v, "tolist") and callable(v.tolist):  # a NumPy number or array
+        v = v.tolist()
+    if isinstance(v, bool):
+        return {"bool": v}
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, (tuple, list)):
+        return [plain(x) for x in v]
+    return {"repr": repr(v)[:80], "type": type(v).__name__}
+
+def line(e):
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+out = {"results": []}
+try:
+    namespace = {"__name__": "answer"}
+    exec(compile(spec["source"], spec["file"], "exec"), namespace)
+    f = namespace.get(spec["function"])
+    if not callable(f):
+        out["missing"] = True
+    else:
+        for i, args in enumerate(spec["calls"]):
+            try:
+                out["results"].append(plain(f(*args)))
+            except BaseException as e:
+                out["raised"] = {"call": i, "error": line(e)}
+                break
+except BaseException as e:
+    out["load_error"] = line(e)
+real_stdout.write(json.dumps(out) + "\n")
+"""
+
+
+def _python_problem(attempt: Attempt, function: str, signature: str) -> Optional[Step]:
+    """A one-line verdict for an answer that cannot be run as asked (empty, a syntax error, an import of
+    the course's package, no function of that name); None when it can."""
+    name, source = attempt.file_name, attempt.source
+    if not source.strip():
+        return Step("answer", False, f"{name} is empty: define {signature}", f"{name} 是空的：请定义 {signature}")
+    try:
+        tree = ast.parse(source, filename=name)
+    except SyntaxError as err:
+        where = f"line {err.lineno}" if err.lineno else "somewhere"
+        where_zh = f"第 {err.lineno} 行" if err.lineno else "某处"
+        return Step("answer", False, f"{name}: Python cannot read it, {where}: {err.msg}",
+                    f"{name}：Python 无法解析，{where_zh}：{err.msg}")
+    for node in ast.walk(tree):
+        mentions = (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gemm_course" for a in node.names)) \
+            or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gemm_course") \
+            or (isinstance(node, ast.Constant) and isinstance(node.value, str) and "gemm_course" in node.value) \
+            or (isinstance(node, ast.Name) and node.id == "gemm_course")
+        if mentions:
+            return Step("answer", False, f"{name} uses gemm_course: write the answer yourself, with plain Python "
+                        "(math is fine)", f"{name} 用到了 gemm_course：请自己用普通 Python 写出答案（可以用 math）")
+    if not any(isinstance(node, (ast.FunctionDef, ast.Lambda, ast.Assign)) for node in tree.body):
+        return Step("answer", False, f"{name} defines nothing: define {signature}",
+                    f"{name} 什么也没有定义：请定义 {signature}")
+    return None
+
+
+def _run_python(attempt: Attempt, function: str, signature: str,
+                calls: Sequence[Sequence[Any]]) -> tuple[Optional[list[Any]], Optional[Step]]:
+    """(the values of function(*call) for every call, None) or (None, a failed step saying why)."""
+    problem = _python_problem(attempt, function, signature)
+    if problem:
+        return None, problem
+    name = attempt.file_name
+    spec = json.dumps({"source": attempt.source, "file": name, "function": function, "calls": [list(c) for c in calls]})
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", _CHILD], input=spec, capture_output=True, text=True,
+                              timeout=PYTHON_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, Step("run", False, f"{name} did not finish within {PYTHON_TIMEOUT_S:g} s: an endless loop?",
+                          f"{name} 在 {PYTHON_TIMEOUT_S:g} 秒内没有结束：是否有死循环？")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, Step("run", False, f"{name} stopped Python: {tail}", f"{name} 让 Python 中止了：{tail}")
+    out = json.loads(lines[-1])
+    if "load_error" in out:
+        return None, Step("run", False, f"running {name} raised {out['load_error']}",
+                          f"运行 {name} 时抛出了 {out['load_error']}")
+    if out.get("missing"):
+        return None, Step("answer", False, f"{name} has no function {function}: define {signature}",
+                          f"{name} 中没有函数 {function}：请定义 {signature}")
+    if "raised" in out:
+        args = ", ".join(f"{a:.4g}" if isinstance(a, float) else repr(a) for a in calls[out["raised"]["call"]])
+        error = out["raised"]["error"]
+        return None, Step("run", False, f"{function}({args}) raised {error}", f"{function}({args}) 抛出了 {error}")
+    return out["results"], None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"{value.get('repr', value)}" if "repr" in value else repr(value.get("bool"))
+    return repr(value)
+
+
+# --- Level 12: several GPUs ------------------------------------------------------------------------------
+
+def _row_split_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
+    """(M, world size): every world size from 1 to 8 with M smaller than, equal to, one more than and
+    not a multiple of it, and a few M drawn from the seed."""
+    Ms = [1, 2, 3, 5, 7, 8, 9, 10, 16, 17, 100, 1023, 4099]
+    Ms += [int(m) for m in rng.integers(1, 20000, 3)]
+    return [(M, P) for M in Ms for P in range(1, 9)]
+
+
+def _grade_row_split(attempt: Attempt) -> list[Step]:
+    """my_rows(M, world_size, rank) -> (first, end): the ranks' rows simulated, gathered and checked."""
+    signature = "my_rows(M, world_size, rank)"
+    cases = _row_split_cases(attempt.rng)
+    calls = [(M, P, r) for M, P in cases for r in range(P)]
+    results, problem = _run_python(attempt, "my_rows", signature, calls)
+    if problem:
+        return [problem]
+    steps = [Step("answer", True, "runs", "可以运行")]
+    at = 0
+    rng = attempt.rng
+    for M, P in cases:
+        mine, at = results[at:at + P], at + P
+        for rank, value in enumerate(mine):
+            ok = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)
+            if not ok:
+                return steps + [Step("correct", False, f"my_rows({M}, {P}, {rank}) returned {_shown(value)}: return "
+                                     "two ints, (first, end)",
+                                     f"my_rows({M}, {P}, {rank}) 返回了 {_shown(value)}：应返回两个整数 (first, end)")]
+            first, end = value
+            if not 0 <= first <= end <= M:
+                return steps + [Step("correct", False, f"my_rows({M}, {P}, {rank}) = ({first}, {end}): a rank's rows "
+                                     f"must satisfy 0 ≤ first ≤ end ≤ M = {M} (an empty share is (s, s))",
+                                     f"my_rows({M}, {P}, {rank}) = ({first}, {end})：每个 rank 的行必须满足 "
+                                     f"0 ≤ first ≤ end ≤ M = {M}（没有分到行时返回 (s, s)）")]
+        # Each rank computes C = A·B on its rows; count who owns each row, then gather the blocks in rank order.
+        K, N = 3, 2
+        A = rng.integers(-4, 5, (M, K)).astype(np.float64)
+        B = rng.integers(-4, 5, (K, N)).astype(np.float64)
+        owners = np.zeros(M, dtype=int)
+        for first, end in mine:
+            owners[first:end] += 1
+        where_en, where_zh = f"M = {M} on {P} GPU{'s' if P > 1 else ''}", f"M = {M} 行分给 {P} 个 GPU 时"
+        shares = ", ".join(f"({f}, {e})" for f, e in mine)
+        shares_zh = "、".join(f"({f}, {e})" for f, e in mine)
+        if (owners == 0).any():
+            rows = np.nonzero(owners == 0)[0]
+            one = rows.size == 1
+            return steps + [Step("correct", False,
+                                 f"{where_en}: {_rows(rows)} of C belong{'s' if one else ''} to no rank, so no GPU "
+                                 f"computes {'it' if one else 'them'} (the ranks return {shares})",
+                                 f"{where_zh}：C 的第 {_ranges(rows)} 行不属于任何 rank，没有 GPU 计算"
+                                 f"（各 rank 返回 {shares_zh}）")]
+        if (owners > 1).any():
+            rows = np.nonzero(owners > 1)[0]
+            return steps + [Step("correct", False,
+                                 f"{where_en}: {_rows(rows)} of C belong{'s' if rows.size == 1 else ''} to "
+                                 f"{int(owners.max())} ranks at once (the ranks return {shares}): those GPUs repeat "
+                                 "each other's work",
+                                 f"{where_zh}：C 的第 {_ranges(rows)} 行同时属于 {int(owners.max())} 个 rank"
+                                 f"（各 rank 返回 {shares_zh}）：这些 GPU 在重复彼此的工作")]
+        sizes = [e - f for f, e in mine]
+        if max(sizes) - min(sizes) > 1:
+            busy = int(np.argmax(sizes))
+            return steps + [Step("correct", False,
+                                 f"{where_en}: rank {busy} gets {max(sizes)} rows and rank {int(np.argmin(sizes))} gets "
+                                 f"{min(sizes)} (the ranks return {shares}); the step lasts as long as the busiest "
+                                 "GPU, so the shares may differ by one row at most",
+                                 f"{where_zh}：rank {busy} 分到 {max(sizes)} 行，rank {int(np.argmin(sizes))} 只有 "
+                                 f"{min(sizes)} 行（各 rank 返回 {shares_zh}）；这一步的耗时取决于最忙的 GPU，"
+                                 "所以各份的行数最多只能相差一行")]
+        gathered = np.concatenate([A[f:e] @ B for f, e in mine]) if M else np.zeros((0, N))
+        if not np.array_equal(gathered, A @ B):
+            return steps + [Step("correct", False,
+                                 f"{where_en}: the ranks return {shares}; a gather puts the blocks in rank order, rank 0's "
+                                 "rows first, then rank 1's, …, so rank r's rows must come right after rank r−1's",
+                                 f"{where_zh}：各 rank 返回 {shares_zh}；gather 按 rank 顺序摆放各段，先放 rank 0 的行，再放 "
+                                 "rank 1 的……所以 "
+                                 "rank r 的行必须紧接在 rank r−1 的行之后")]
+    return steps + [Step("correct", True,
+                         f"{len(cases)} splits (world sizes 1 to 8, M from 1 to {max(M for M, _ in cases)}, M smaller "
+                         "than the world size included): every row of C computed by exactly one rank, shares within "
+                         "one row of each other, gathered in rank order into A·B",
+                         f"{len(cases)} 种切分（world size 1 到 8，M 从 1 到 {max(M for M, _ in cases)}，包括 M 小于 "
+                         "world size 的情形）：C 的每一行恰好由一个 rank 计算，各份行数最多相差一行，按 rank 顺序 gather "
+                         "后等于 A·B")]
+
+
+def _all_reduce_points(rng: np.random.Generator) -> list[tuple[float, int, float, float]]:
+    """(n_bytes, P, alpha_s, beta_s_per_byte): one GPU; latency only (β = 0) and bandwidth only (α = 0)
+    at a few P, so that a wrong term can be named; then points drawn over NCCL's whole range."""
+    points: list[tuple[float, int, float, float]] = [(1 << 20, 1, 20e-6, 1 / 300e9)]
+    points += [(1 << 26, P, 10e-6, 0.0) for P in (2, 3, 4, 8)]
+    points += [(float(1 << 30), P, 0.0, 1 / 250e9) for P in (2, 3, 4, 8)]
+    for _ in range(40):
+        points.append((float(np.exp2(rng.uniform(10, 32))), int(rng.integers(1, 17)), float(rng.uniform(1e-6, 1e-4)),
+                       float(1.0 / rng.uniform(10e9, 900e9))))
+    return points
+
+
+def _grade_ring_all_reduce(attempt: Attempt) -> list[Step]:
+    """ring_all_reduce_seconds(n_bytes, P, alpha, beta) against collectives.predict_seconds."""
+    from ..collectives import predict_seconds
+
+    signature = "ring_all_reduce_seconds(n_bytes, P, alpha, beta)"
+    points = _all_reduce_points(attempt.rng)
+    results, problem = _run_python(attempt, "ring_all_reduce_seconds", signature, points)
+    if problem:
+        return [problem]
+    steps = [Step("answer", True, "runs", "可以运行")]
+    for (n, P, alpha, beta), got in zip(points, results):
+        call = f"ring_all_reduce_seconds({n:.0f}, {P}, {alpha:.3g}, {beta:.3g})"
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
+            return steps + [Step("correct", False, f"{call} returned {_shown(got)}: return the time in seconds, "
+                                 "one finite number", f"{call} 返回了 {_shown(got)}：应返回以秒为单位的时间，"
+                                 "一个有限的数")]
+        want = predict_seconds("all-reduce", n, P, alpha, beta, "ring")
+        if abs(got - want) <= 1e-9 * abs(want) + 1e-18:
+            continue
+        if P == 1:
+            en = f"{call} = {got:.4g} s: with one GPU nothing crosses a link, so the time is 0"
+            zh = f"{call} = {got:.4g} 秒：只有一个 GPU 时没有数据经过链路，时间应为 0"
+        elif beta == 0:
+            en = (f"the latency term is off: with β = 0 (free bandwidth) and P = {P}, yours is {got / alpha:.4g}·α "
+                  f"and the ring all-reduce's is {want / alpha:.4g}·α ({call})")
+            zh = (f"延迟项不对：β = 0（带宽不计成本）、P = {P} 时，你的结果是 {got / alpha:.4g}·α，环形 all-reduce 应为 "
+                  f"{want / alpha:.4g}·α（{call}）")
+        elif alpha == 0:
+            en = (f"the bandwidth term is off: with α = 0 and P = {P}, yours is {got / (n * beta):.4g}·n·β and the "
+                  f"ring all-reduce's is {want / (n * beta):.4g}·n·β ({call})")
+            zh = (f"带宽项不对：α = 0、P = {P} 时，你的结果是 {got / (n * beta):.4g}·n·β，环形 all-reduce 应为 "
+                  f"{want / (n * beta):.4g}·n·β（{call}）")
+        else:
+            en = f"{call} = {got:.6g} s; the model gives {want:.6g} s"
+            zh = f"{call} = {got:.6g} 秒；模型给出 {want:.6g} 秒"
+        return steps + [Step("correct", False, en, zh)]
+    return steps + [Step("correct", True, f"equal to the course's α-β model (collectives.predict_seconds) at "
+                         f"{len(points)} points, P from 1 to 16, n from 1 KiB to 4 GiB",
+                         f"在 {len(points)} 个点上（P 从 1 到 16，n 从 1 KiB 到 4 GiB）与课程的 α-β 模型"
+                         "（collectives.predict_seconds）一致")]
+
+
+def _pipeline_cases(rng: np.random.Generator) -> list[tuple[str, str, list[float], list[float]]]:
+    """(what, 说明, compute_s, comm_s) per chunk: one chunk; equal chunks whose GEMMs are the longer stage,
+    then whose collectives are; then chunks of unequal times drawn from the seed."""
+    ms = 1e-3
+    cases = [("one chunk", "只有一个分块", [2.0 * ms], [1.0 * ms]),
+             ("4 equal chunks, compute the longer stage", "4 个相同的分块，计算是较长的流水级", [2.0 * ms] * 4, [0.5 * ms] * 4),
+             ("4 equal chunks, communication the longer stage", "4 个相同的分块，通信是较长的流水级",
+              [0.5 * ms] * 4, [2.0 * ms] * 4)]
+    for _ in range(30):
+        chunks = int(rng.integers(1, 9))
+        compute = [float(t) for t in rng.uniform(0.1, 3.0, chunks) * ms]
+        comm = [float(t) for t in rng.uniform(0.1, 3.0, chunks) * ms]
+        cases.append(("chunks of unequal times", "各分块时间不等", compute, comm))
+    return cases
+
+
+def _grade_overlap_pipeline(attempt: Attempt) -> list[Step]:
+    """overlapped_seconds(compute_s, comm_s) against models.pipeline_seconds."""
+    from ..models import pipeline_seconds
+
+    signature = "overlapped_seconds(compute_s, comm_s)"
+    cases = _pipeline_cases(attempt.rng)
+    results, problem = _run_python(attempt, "overlapped_seconds", signature, [(c, m) for _, _, c, m in cases])
+    if problem:
+        return [problem]
+    steps = [Step("answer", True, "runs", "可以运行")]
+    for (what, what_zh, compute, comm), got in zip(cases, results):
+        times = f"compute [{', '.join(f'{t * 1e3:.3g}' for t in compute)}] ms, communication " \
+                f"[{', '.join(f'{t * 1e3:.3g}' for t in comm)}] ms"
+        times_zh = f"计算 [{', '.join(f'{t * 1e3:.3g}' for t in compute)}] ms，通信 " \
+                   f"[{', '.join(f'{t * 1e3:.3g}' for t in comm)}] ms"
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
+            return steps + [Step("correct", False, f"for {times}, overlapped_seconds returned {_shown(got)}: return "
+                                 "the time in seconds, one finite number",
+                                 f"对于{times_zh}，overlapped_seconds 返回了 {_shown(got)}：应返回以秒为单位的时间，"
+                                 "一个有限的数")]
+        want = pipeline_seconds(compute, comm)
+        if abs(got - want) <= 1e-9 * want:
+            continue
+        serial = sum(compute) + sum(comm)
+        note_en = note_zh = ""
+        if abs(got - serial) <= 1e-9 * serial and len(compute) > 1:
+            note_en, note_zh = " (that is the serial time: nothing overlapped)", "（这是串行时间：没有任何重叠）"
+        return steps + [Step("correct", False,
+                             f"{what}, {times}: yours is {got * 1e3:.6g} ms, the two-stage pipeline takes "
+                             f"{want * 1e3:.6g} ms{note_en}",
+                             f"{what_zh}，{times_zh}：你的结果是 {got * 1e3:.6g} ms，流水线模型应为 {want * 1e3:.6g} ms"
+                             f"{note_zh}")]
+    return steps + [Step("correct", True, f"equal to the course's pipeline model (models.pipeline_seconds) on "
+                         f"{len(cases)} chunkings: one chunk, equal chunks bound by either stage, unequal chunks",
+                         f"在 {len(cases)} 种分块方式上与课程的流水线模型（models.pipeline_seconds）一致：单个分块、"
+                         "受任一流水级限制的相同分块、时间不等的分块")]
+
+
+# --- Level 13: FP8 with fine-grained scales --------------------------------------------------------------
+
+def _quantize_cases(rng: np.random.Generator) -> list[tuple[int, int, tuple[int, int]]]:
+    """(M, K, (block x, block y)): K below, at and past a strip, K not a multiple of 128, several block
+    rows and columns, and one drawn from the seed."""
+    fixed = [(1, 1, (4, 8)), (3, 128, (4, 8)), (6, 300, (2, 4)), (19, 1000, (4, 8)), (40, 129, (1, 16))]
+    return fixed + [(int(rng.integers(1, 48)), int(rng.integers(1, 800)), ((4, 8), (2, 16))[int(rng.integers(2))])]
+
+
+def _quantize_input(M: int, K: int, rng: np.random.Generator) -> np.ndarray:
+    """Normal values whose size changes from strip to strip, a few outliers a thousand times larger, and
+    (where there are two strips or more) one strip of zeros."""
+    from ..fp8 import SCALE_BLOCK
+
+    strips = -(-K // SCALE_BLOCK)
+    sizes = np.repeat(np.exp2(rng.uniform(-4, 4, (M, strips))), SCALE_BLOCK, axis=1)[:, :K]
+    a = rng.standard_normal((M, K)) * sizes
+    for _ in range(max(1, M * strips // 4)):
+        a[int(rng.integers(M)), int(rng.integers(K))] *= 1000.0
+    if strips >= 2:
+        r, s = int(rng.integers(M)), int(rng.integers(strips))
+        a[r, s * SCALE_BLOCK:(s + 1) * SCALE_BLOCK] = 0.0
+    return a.astype(np.float32)
+
+
+def _nearest_e4m3(bits: np.ndarray, quotient: np.ndarray) -> np.ndarray:
+    """True where bits is a nearest e4m3 value to quotient: the exact one, or one as near up to a hair
+    (x / s in float32 may land on the other side of a midpoint than the exact quotient does)."""
+    from ..fp8 import decode_e4m3, encode_e4m3
+
+    best = decode_e4m3(encode_e4m3(quotient)).astype(np.float64)
+    mine = decode_e4m3(bits).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.abs(mine - quotient) <= np.abs(best - quotient) + 2.0 ** -20 * np.abs(quotient)
+
+
+def _grade_quantize(attempt: Attempt) -> list[Step]:
+    """quantize_1x128: one thread per (row, 128-wide strip); scales and bits against fp8.quantize_rows_1x128."""
+    from ..fp8 import E4M3_MAX, E4M3_NAN, SCALE_BLOCK, decode_e4m3, encode_e4m3, quantize_rows_1x128
+
+    kernel, steps = _compiled(attempt, "quantize_1x128", ("const float*", "unsigned char*", "float*", "int", "int"),
+                              "(const float* a, unsigned char* bits, float* scales, int M, int K)")
+    if kernel is None:
+        return steps
+    rng = attempt.rng
+    cases = _quantize_cases(rng)
+    for M, K, (bx, by) in cases:
+        a = _quantize_input(M, K, rng)
+        strips = -(-K // SCALE_BLOCK)
+        bits = np.full((M, K), E4M3_NAN, dtype=np.uint8)
+        scales = np.full((M, strips), np.nan, dtype=np.float32)
+        grid = (-(-strips // bx), -(-M // by), 1)
+        launch = _launch_text(grid, (bx, by, 1))
+        where_en = f"M×K = {M}×{K} ({strips} strip{'s' if strips > 1 else ''}), quantize_1x128{launch}"
+        where_zh = f"M×K = {M}×{K}（{strips} 个条带），quantize_1x128{launch}"
+        failed = _launch(kernel, grid, (bx, by, 1), [a, bits, scales, M, K], ["a", "bits", "scales", "M", "K"],
+                         where_en, where_zh)
+        if failed:
+            return steps + [failed]
+        _, want_scales = quantize_rows_1x128(a)
+        wrong = ~np.isclose(scales, want_scales, rtol=2.0 ** -22, atol=0)
+        if wrong.any():
+            return steps + [_scale_verdict(a, scales, want_scales, wrong, where_en, where_zh)]
+        quotient = a.astype(np.float64) / np.repeat(scales.astype(np.float64), SCALE_BLOCK, axis=1)[:, :K]
+        unwritten = bits == E4M3_NAN  # the poison: no finite a / scale encodes to it
+        if unwritten.any():
+            r, c = (int(v) for v in np.argwhere(unwritten)[0])
+            en = (f"at {where_en}: {int(unwritten.sum())} of the {M * K} bytes of bits were never written, the "
+                  f"first bits[{r}, {c}] (strip {c // SCALE_BLOCK} of row {r})")
+            zh = (f"{where_zh}时：bits 的 {M * K} 个字节中有 {int(unwritten.sum())} 个从未被写入，第一个是 "
+                  f"bits[{r}, {c}]（第 {r} 行的第 {c // SCALE_BLOCK} 个条带）")
+            return steps + [Step("correct", False, en, zh)]
+        bad = ~_nearest_e4m3(bits, quotient)
+        if bad.any():
+            r, c = (int(v) for v in np.argwhere(bad)[0])
+            mine, nearest = int(bits[r, c]), int(encode_e4m3(quotient[r, c]))
+            en = (f"at {where_en}: bits[{r}, {c}] = 0x{mine:02X} ({float(decode_e4m3(mine)):.4g}), but "
+                  f"a[{r}, {c}] / scale = {quotient[r, c]:.6g} rounds to 0x{nearest:02X} "
+                  f"({float(decode_e4m3(nearest)):.4g})")
+            zh = (f"{where_zh}时：bits[{r}, {c}] = 0x{mine:02X}（{float(decode_e4m3(mine)):.4g}），但 "
+                  f"a[{r}, {c}] / scale = {quotient[r, c]:.6g} 应舍入为 0x{nearest:02X}（{float(decode_e4m3(nearest)):.4g}）")
+            return steps + [Step("correct", False, en, zh)]
+    shown = ", ".join(f"{M}×{K}" for M, K, _ in cases)
+    shown_zh = "、".join(f"{M}×{K}" for M, K, _ in cases)
+    return steps + [Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8's on {shown} (outliers, "
+                         f"short last strips and an all-zero strip included); every scale maps its strip's max |a| "
+                         f"onto {E4M3_MAX:g}",
+                         f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8 的结果一致（含离群值、较短的最后一个条带"
+                         f"和全零条带）；每个缩放因子都把所在条带的最大 |a| 映射到 {E4M3_MAX:g}")]
+
+
+def _scale_verdict(a: np.ndarray, scales: np.ndarray, want: np.ndarray, wrong: np.ndarray,
+                   where_en: str, where_zh: str) -> Step:
+    """What a wrong set of scales looks like: unwritten, one per row, one per tensor, inverted, zero, or other."""
+    from ..fp8 import E4M3_MAX, SCALE_BLOCK
+
+    r, s = (int(v) for v in np.argwhere(wrong)[0])
+    cols = f"{s * SCALE_BLOCK}..{min(a.shape[1], (s + 1) * SCALE_BLOCK) - 1}"
+    row_scale = np.abs(a.astype(np.float64)).max(axis=1, keepdims=True) / E4M3_MAX
+    close = dict(rtol=1e-6, atol=0)
+    head_en, head_zh = f"at {where_en}: scales[{r}, {s}] (row {r}, columns {cols})", \
+        f"{where_zh}时：scales[{r}, {s}]（第 {r} 行，第 {cols} 列）"
+    got, expected = float(scales[r, s]), float(want[r, s])
+    if np.isnan(scales).any():
+        r, s = (int(v) for v in np.argwhere(np.isnan(scales))[0])
+        unwritten = int(np.isnan(scales).sum())
+        return Step("correct", False, f"at {where_en}: {unwritten} of the {scales.size} scales were never written, "
+                    f"the first scales[{r}, {s}] (row {r}, strip {s}; a row of K = {a.shape[1]} has {scales.shape[1]} "
+                    f"strip{'s' if scales.shape[1] > 1 else ''}, the last one may be shorter than 128)",
+                    f"{where_zh}时：{scales.size} 个缩放因子中有 {unwritten} 个从未被写入，第一个是 scales[{r}, {s}]"
+                    f"（第 {r} 行第 {s} 个条带；K = {a.shape[1]} 的一行有 {scales.shape[1]} 个条带，最后一个可能不足 128 列）")
+    if np.allclose(scales, np.broadcast_to(row_scale, scales.shape), **close) and scales.shape[1] > 1:
+        return Step("correct", False, f"{head_en} = {got:.6g}: your scales are one per row (max |a| of the whole "
+                    f"row / 448); each 128-wide strip needs its own, here {expected:.6g}, so that an outlier only "
+                    "coarsens its own strip",
+                    f"{head_zh} = {got:.6g}：你的缩放因子是每行一个（整行的最大 |a| / 448）；每个 128 列宽的条带都需要"
+                    f"自己的缩放因子，这里应为 {expected:.6g}，这样离群值只影响它所在的条带")
+    if np.allclose(scales, np.abs(a.astype(np.float64)).max() / E4M3_MAX, **close) and scales.size > 1:
+        return Step("correct", False, f"{head_en} = {got:.6g}: every scale is the same, max |a| of the whole tensor "
+                    f"/ 448; each row's 128-wide strip needs its own, here {expected:.6g}",
+                    f"{head_zh} = {got:.6g}：所有缩放因子都相同，即整个张量的最大 |a| / 448；每行的每个 128 列宽条带"
+                    f"都需要自己的缩放因子，这里应为 {expected:.6g}")
+    if got > 0 and np.isclose(got * expected, 1.0, rtol=1e-5):
+        return Step("correct", False, f"{head_en} = {got:.6g}, the inverse of {expected:.6g}: the scale is what "
+                    "the bytes are multiplied by to get a back, max |a| / 448",
+                    f"{head_zh} = {got:.6g}，是 {expected:.6g} 的倒数：缩放因子是字节解码后要乘上的数，"
+                    "才能还原 a，即最大 |a| / 448")
+    if expected == 1.0 and not np.abs(a[r, s * SCALE_BLOCK:(s + 1) * SCALE_BLOCK]).any():
+        return Step("correct", False, f"{head_en} = {got:.6g}: this strip is all zeros, and its scale must be 1 "
+                    "(max |a| / 448 would be 0, and a / 0 is not a number)",
+                    f"{head_zh} = {got:.6g}：这个条带全是零，它的缩放因子必须为 1（最大 |a| / 448 会是 0，而 a / 0 "
+                    "不是一个数）")
+    return Step("correct", False, f"{head_en} = {got:.6g}, expected max |a| / 448 over that strip = {expected:.6g}",
+                f"{head_zh} = {got:.6g}，应为该条带的最大 |a| / 448 = {expected:.6g}")
+
+
+def _promotion_cases(rng: np.random.Generator) -> list[tuple[int, int, int, tuple[int, int]]]:
+    """(M, N, K, (block x, block y)): one element; one k-block; N across a 128-column tile of B's scales
+    with K not a multiple of 128; several k-blocks; one drawn from the seed."""
+    fixed = [(1, 1, 1, (16, 16)), (7, 13, 128, (16, 8)), (33, 130, 300, (16, 16)), (20, 260, 520, (32, 4))]
+    drawn = (int(rng.integers(1, 33)), int(rng.integers(1, 270)), int(rng.integers(1, 530)),
+             ((16, 16), (16, 8), (32, 4))[int(rng.integers(3))])
+    return fixed + [drawn]
+
+
+def _grade_promotion(attempt: Attempt) -> list[Step]:
+    """fp8_gemm_blockwise: C = Σ over k-blocks of (fp32 k-block sum) · a_scale · b_scale, one thread per
+    element of C, against fp8.reference_gemm_fp8."""
+    from ..fp8 import SCALE_BLOCK, decode_e4m3, reference_gemm_fp8
+    from ..fp8_gemm import magnitude_gemm, random_fp8_operands
+
+    kernel, steps = _compiled(
+        attempt, "fp8_gemm_blockwise",
+        ("const unsigned char*", "const float*", "const unsigned char*", "const float*", "float*", "int", "int", "int"),
+        "(const unsigned char* A, const float* a_scales, const unsigned char* B, const float* b_scales, float* C, "
+        "int M, int N, int K)")
+    if kernel is None:
+        return steps
+    rng = attempt.rng
+    cases = _promotion_cases(rng)
+    for M, N, K, (bx, by) in cases:
+        a_bits, a_s, b_bits, b_s = random_fp8_operands(M, N, K, "blockwise", seed=int(rng.integers(1 << 31)))
+        a_s, b_s = np.ascontiguousarray(a_s, np.float32), np.ascontiguousarray(b_s, np.float32)
+        C = np.full((M, N), np.nan, dtype=np.float32)
+        grid = (-(-N // bx), -(-M // by), 1)
+        launch = _launch_text(grid, (bx, by, 1))
+        kb = -(-K // SCALE_BLOCK)
+        where_en = f"{M}×{N}×{K} ({kb} k-block{'s' if kb > 1 else ''}), fp8_gemm_blockwise{launch}"
+        where_zh = f"{M}×{N}×{K}（{kb} 个 k 块），fp8_gemm_blockwise{launch}"
+        failed = _launch(kernel, grid, (bx, by, 1), [a_bits, a_s, b_bits, b_s, C, M, N, K],
+                         ["A", "a_scales", "B", "b_scales", "C", "M", "N", "K"], where_en, where_zh)
+        if failed:
+            return steps + [failed]
+        ref = reference_gemm_fp8(a_bits, a_s, b_bits, b_s)
+        # fp32 sums of at most 128 products, then K/128 promotions: far inside 2^-14 of Σ|a·b|.
+        allowed = 2.0 ** -14 * magnitude_gemm(a_bits, a_s, b_bits, b_s) + 2.0 ** -20 * np.abs(ref) + 1e-30
+        with np.errstate(invalid="ignore"):
+            ratio = np.where(np.isnan(C), np.inf, np.abs(C - ref) / allowed)
+        if ratio.max() <= 1:
+            continue
+        unwritten = np.isnan(C)
+        if unwritten.any():
+            m, n = (int(v) for v in np.argwhere(unwritten)[0])
+            return steps + [Step("correct", False, f"at {where_en}: {int(unwritten.sum())} elements of C are NaN "
+                                 f"(never written?), the first C[{m}, {n}]",
+                                 f"{where_zh}时：C 中有 {int(unwritten.sum())} 个元素为 NaN（从未被写入？），第一个是 "
+                                 f"C[{m}, {n}]")]
+        m, n = (int(v) for v in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+        en = (f"at {where_en}: C[{m}, {n}] = {float(C[m, n]):.6g}, expected {ref[m, n]:.6g} (error {ratio[m, n]:.3g} "
+              "times the allowed)")
+        zh = f"{where_zh}时：C[{m}, {n}] = {float(C[m, n]):.6g}，应为 {ref[m, n]:.6g}（误差是允许值的 {ratio[m, n]:.3g} 倍）"
+        # Name the mistake when C is what a known wrong loop computes.
+        raw = decode_e4m3(a_bits).astype(np.float64) @ decode_e4m3(b_bits).astype(np.float64).T
+        tile_of_column = np.arange(N) // SCALE_BLOCK
+        guesses = (
+            (raw * a_s[0, 0] * b_s[0, 0], "a single pair of scales for the whole product (a_scales[0] · b_scales[0])",
+             "整个乘积只用一对缩放因子（a_scales[0] · b_scales[0]）"),
+            (raw * a_s[:, -1:] * b_s[tile_of_column, -1][None, :],
+             "summing all of K first and scaling once, with the last k-block's scales",
+             "整个 K 上的和只用最后一个 k 块的缩放因子乘一次"),
+            (raw * a_s[:, :1] * b_s[tile_of_column, 0][None, :],
+             "summing all of K first and scaling once, with the first k-block's scales",
+             "整个 K 上的和只用第一个 k 块的缩放因子乘一次"),
+            (raw, "applying no scales at all", "完全不乘缩放因子"),
+        )
+        for guess, what_en, what_zh in guesses:
+            if np.all(np.abs(C - guess) <= 2.0 ** -12 * np.abs(guess) + allowed):
+                en += f"; your C is what you get from {what_en}: each k-block's sum needs that block's own two scales"
+                zh += f"；你的 C 正是{what_zh}时得到的结果：每个 k 块的和都要乘上这个 k 块自己的两个缩放因子"
+                break
+        return steps + [Step("correct", False, en, zh)]
+    shown = ", ".join(f"{M}×{N}×{K}" for M, N, K, _ in cases)
+    shown_zh = "、".join(f"{M}×{N}×{K}" for M, N, K, _ in cases)
+    return steps + [Step("correct", True, f"C equals the float64 reference (fp8.reference_gemm_fp8) within 2^-14 of "
+                         f"Σ|a·b| on {shown}, with scales that change every k-block and every 128 columns",
+                         f"在 {shown_zh} 上 C 与 float64 参考结果（fp8.reference_gemm_fp8）之差不超过 Σ|a·b| 的 2^-14，"
+                         "缩放因子随每个 k 块、每 128 列而变")]
+
+
+# --- the runners grade.RUNNERS names --------------------------------------------------------------------
+
+TASKS: dict[str, dict[str, Callable[[Attempt], list[Step]]]] = {
+    "cuda_basics": {"saxpy": _grade_saxpy, "transpose": _grade_transpose, "reverse": _grade_reverse},
+    "multi_gpu": {"row_split": _grade_row_split, "ring_all_reduce": _grade_ring_all_reduce,
+                  "overlap_pipeline": _grade_overlap_pipeline},
+    "fp8": {"quantize_1x128": _grade_quantize, "promotion": _grade_promotion},
+}
+
+
+def _run(runner: str, attempt: Attempt) -> list[Step]:
+    task = (attempt.exercise.data or {}).get("task")
+    if task not in TASKS[runner]:
+        raise ValueError(f"exercise {attempt.exercise.id}: its task must be one of {', '.join(TASKS[runner])}, "
+                         f"not {task!r}")
+    return TASKS[runner][task](attempt)
+
+
+def run_cuda_basics(attempt: Attempt) -> list[Step]:
+    """Level 0: a small kernel launched like primer.run_kernel, on the CPU backend."""
+    return _run("cuda_basics", attempt)
+
+
+def run_multi_gpu(attempt: Attempt) -> list[Step]:
+    """Level 12: a Python answer, checked against the course's split and α-β model."""
+    return _run("multi_gpu", attempt)
+
+
+def run_fp8(attempt: Attempt) -> list[Step]:
+    """Level 13: an FP8 kernel on e4m3 bytes, on the CPU backend, against gemm_course.fp8."""
+    return _run("fp8", attempt)

@@ -1,0 +1,245 @@
+"""The checks of what a SIMT exercise teaches, measured from the learner's kernel as the CPU backend ran
+it: every memory access of the profiled blocks, in program order, with its barrier interval, thread,
+array element and source line (warp_access.access_log and sequences).
+
+Each check looks at two shapes (profile_shapes: one of whole tiles, one with partial tiles and three
+blocks in each direction) and at several blocks of each launch (the first, the last and a sample drawn
+with the attempt's seed), so a kernel that does the right thing in one block or at one shape only does
+not pass. The profiles are made once per grading and shared by the checks. The checks (the "type" in
+exercise.json):
+
+    sectors, wavefronts   sectors per global request / bank wavefronts per shared instruction of the
+                          chosen accesses, within max_excess × the ideal (the course's models)
+    reuse                 the bytes a block reads from A and B are at most max_ratio × the bytes of the
+                          rows of A and columns of B its tile of C needs: each element fetched once per
+                          block, the rest of the reuse coming from shared memory or registers
+    barriers              barriers per k-tile at most max_per_tile (one, for double buffering)
+    prefetch              in every barrier interval where a thread computes on a tile, its loads of the
+                          next tile from global memory come before its first shared-memory read
+    transposed            the A tile is stored transposed in shared memory: the elements of one k share
+                          a row of the tile
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..levels import get_level
+from .grade import Attempt, Step, tile_shape
+
+PROFILED_BLOCKS = 3  # per launch: the first, the last and one drawn with the attempt's seed
+
+
+def profile_shapes(lv: Any, resolved: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """Two shapes: whole tiles (2 × 2 blocks, 2 k-tiles), and partial tiles with 3 × 3 blocks and a partial
+    last k-tile. Rows of A and B stay multiples of 32 bytes long (K, N multiples of 8), so that every row
+    starts a sector: a coalesced warp then touches the fewest sectors its bytes can take, and the ideal is
+    exact. Two k-tiles are enough to see every access pattern of a k-loop, and a barrier per tile."""
+    tm, tn, tk = tile_shape(lv, resolved)
+    tk = max(tk, 16)  # Level 1 has no k-tile; 16 steps of k are plenty for its access pattern
+    return [(2 * tm, 2 * tn, 2 * tk), (3 * tm - 3, 3 * tn - 8, tk + 8)]
+
+
+def _logs(attempt: Attempt) -> list[tuple[tuple[int, int, int], Any]]:
+    """(shape, AccessLog) of the learner's kernel at each profile shape, made once per grading."""
+    if "access_logs" not in attempt.cache:
+        from .. import warp_access
+
+        ex = attempt.exercise
+        lv = get_level(ex.level)
+        attempt.cache["access_logs"] = [
+            (shape, warp_access.access_log(ex.level, *shape, source=attempt.source, blocks=PROFILED_BLOCKS,
+                                           rng=attempt.seed, source_name=attempt.file_name, **ex.params))
+            for shape in profile_shapes(lv, lv.resolve(**ex.params))]
+    return attempt.cache["access_logs"]
+
+
+def _summaries(attempt: Attempt) -> list[tuple[tuple[int, int, int], list]]:
+    """warp_access.summary of each profile (sectors and wavefronts per line), made once per grading."""
+    if "summaries" not in attempt.cache:
+        from .. import warp_access
+
+        attempt.cache["summaries"] = [(shape, warp_access.summary(log)) for shape, log in _logs(attempt)]
+    return attempt.cache["summaries"]
+
+
+def _sequences(attempt: Attempt) -> list[tuple[tuple[int, int, int], dict]]:
+    """warp_access.sequences of each profile (every thread's accesses in order), made once per grading."""
+    if "sequences" not in attempt.cache:
+        from .. import warp_access
+
+        attempt.cache["sequences"] = [(shape, warp_access.sequences(log)) for shape, log in _logs(attempt)]
+    return attempt.cache["sequences"]
+
+
+def _where(shape: tuple[int, int, int], block: tuple[int, ...]) -> tuple[str, str]:
+    M, N, K = shape
+    b = ",".join(map(str, block))
+    return f"block ({b}) at {M}×{N}×{K}", f"{M}×{N}×{K} 时的线程块 ({b})"
+
+
+def profile_check(attempt: Attempt, check: dict) -> Step:
+    """Sectors per global request ("sectors") or bank wavefronts per shared instruction ("wavefronts") of the
+    chosen accesses (array, load or store), at both profile shapes, in every profiled block."""
+    space = "global" if check["type"] == "sectors" else "shared"
+    limit = float(check.get("max_excess", 1.0))
+    what_en = "sectors per request" if space == "global" else "bank wavefronts per instruction"
+    what_zh = "每次请求的扇区数" if space == "global" else "每条指令的存储体轮数（wavefront）"
+    seen = 0
+    for shape, summary in _summaries(attempt):
+        rows = [r for r in summary if r.space == space and check.get("write") in (None, r.write)
+                and check.get("array") in (None, r.array)]
+        seen += len(rows)
+        bad = [r for r in rows if r.worst_excess > limit + 1e-9]
+        if bad:
+            worst = max(bad, key=lambda r: r.worst_excess)
+            en, zh = _where(shape, worst.worst_block)
+            kind_zh = "写入" if worst.write else "读取"
+            target_zh = worst.array if space == "global" else "共享内存"
+            return Step(check["type"], False,
+                        f"{worst.line}: the {worst.width}-byte {'store' if worst.write else 'load'} of "
+                        f"{worst.array if space == 'global' else 'shared memory'} takes {worst.worst_per_access:.2f} "
+                        f"{what_en} in {en}, {worst.worst_excess:.1f}× the ideal (allowed {limit:g}×)",
+                        f"{worst.line}：{zh}中，对{target_zh}的 {worst.width} 字节{kind_zh}{what_zh}为 "
+                        f"{worst.worst_per_access:.2f}，是理想值的 {worst.worst_excess:.1f} 倍（允许 {limit:g} 倍）")
+    if not seen:
+        return Step(check["type"], False, f"found no {space} access of the kind this check looks at",
+                    f"没有找到此项检查所针对的{'全局' if space == 'global' else '共享'}内存访问")
+    return Step(check["type"], True, f"every checked access within {limit:g}× the ideal {what_en}, at two shapes "
+                "and in every profiled block",
+                f"在两个形状、所有被分析的线程块中，被检查的访问都不超过理想{what_zh}的 {limit:g} 倍")
+
+
+def reuse_check(attempt: Attempt, check: dict) -> Step:
+    """Bytes read from A and B per block against what its tile of C needs (each element once)."""
+    limit = float(check.get("max_ratio", 1.0))
+    worst: Optional[tuple[float, tuple, tuple, int, int]] = None
+    for shape, sequences in _sequences(attempt):
+        K = shape[2]
+        for block, threads in sequences.items():
+            accesses = [a for seq in threads.values() for a in seq if a.space == "global"]
+            rows = {a.index[0] for a in accesses if a.array == "C" and a.write}
+            cols = {a.index[1] + i for a in accesses if a.array == "C" and a.write for i in range(max(1, a.size // 4))}
+            if not rows:
+                continue
+            needed = (len(rows) * K + K * len(cols)) * 4
+            got = sum(a.size for a in accesses if a.array in ("A", "B") and not a.write)
+            if worst is None or got / needed > worst[0]:
+                worst = (got / needed, shape, block, got, needed)
+    if worst is None:
+        return Step("reuse", False, "no profiled block wrote C: nothing to measure", "被分析的线程块都没有写 C：无从测量")
+    ratio, shape, block, got, needed = worst
+    en, zh = _where(shape, block)
+    if ratio > limit + 1e-9:
+        return Step("reuse", False,
+                    f"{en} read {got:,} bytes of A and B from global memory, {ratio:.1f}× the {needed:,} bytes its tile "
+                    f"of C needs (allowed {limit:g}×): some values are fetched from global memory again and again "
+                    "instead of being reused from shared memory (or registers)",
+                    f"{zh} 从全局内存读取了 {got:,} 字节的 A 和 B，是它那块 C 所需的 {needed:,} 字节的 {ratio:.1f} 倍"
+                    f"（允许 {limit:g} 倍）：有些数据被一遍又一遍地从全局内存读取，而没有从共享内存（或寄存器）中复用")
+    return Step("reuse", True, f"every block reads from global memory at most {limit:g}× the bytes of A and B its "
+                f"tile of C needs (worst {ratio:.2f}×, {en})",
+                f"每个线程块从全局内存读取的 A 和 B 不超过它那块 C 所需字节数的 {limit:g} 倍（最多 {ratio:.2f} 倍，{zh}）")
+
+
+def barriers_check(attempt: Attempt, check: dict) -> Step:
+    """Barriers per k-tile, counted from the barrier intervals each profiled block went through."""
+    from .. import warp_access
+
+    ex = attempt.exercise
+    lv = get_level(ex.level)
+    _, _, tk = tile_shape(lv, lv.resolve(**ex.params))
+    limit = float(check.get("max_per_tile", 1))
+    worst: Optional[tuple[float, tuple, tuple, int, int]] = None
+    for shape, log in _logs(attempt):
+        tiles = -(-shape[2] // tk)
+        for block, intervals in warp_access.barrier_intervals(log).items():
+            barriers = intervals - 1
+            per_tile = (barriers - 1) / tiles  # one barrier of slack: a kernel may sync once before or after its loop
+            if worst is None or per_tile > worst[0]:
+                worst = (per_tile, shape, block, barriers, tiles)
+    if worst is None:
+        return Step("barriers", False, "no block was profiled", "没有分析任何线程块")
+    per_tile, shape, block, barriers, tiles = worst
+    en, zh = _where(shape, block)
+    if per_tile > limit + 1e-9:
+        return Step("barriers", False,
+                    f"{en} passed {barriers} barriers for {tiles} k-tiles, more than {limit:g} per k-tile: with two "
+                    "buffers one barrier per k-tile is enough (it both publishes tile t and frees the buffer of tile t-1)",
+                    f"{zh} 为 {tiles} 个 k 分块经过了 {barriers} 道屏障，超过了每个 k 分块 {limit:g} 道：有两块缓冲区时，"
+                    "每个 k 分块一道屏障就够了（它既让第 t 个分块对所有线程可见，也腾出了第 t-1 个分块的缓冲区）")
+    return Step("barriers", True, f"at most {limit:g} barrier per k-tile ({barriers} for {tiles} k-tiles, {en})",
+                f"每个 k 分块至多 {limit:g} 道屏障（{zh}：{tiles} 个 k 分块共 {barriers} 道）")
+
+
+def prefetch_check(attempt: Attempt, check: dict) -> Step:
+    """In each barrier interval where a thread reads shared memory and loads A or B from global memory, the
+    loads come first: they are in flight while the thread computes on the current tile."""
+    checked = 0
+    for shape, sequences in _sequences(attempt):
+        for block, threads in sequences.items():
+            for thread, seq in threads.items():
+                for interval in sorted({a.interval for a in seq}):
+                    here = [a for a in seq if a.interval == interval]
+                    reads = [i for i, a in enumerate(here) if a.space == "shared" and not a.write]
+                    loads = [i for i, a in enumerate(here) if a.space == "global" and a.array in ("A", "B")
+                             and not a.write]
+                    if not reads or not loads:
+                        continue
+                    checked += 1
+                    if loads[-1] > reads[0]:
+                        en, zh = _where(shape, block)
+                        t = ",".join(map(str, thread))
+                        load, read = here[loads[-1]], here[reads[0]]
+                        return Step("prefetch", False,
+                                    f"in {en}, thread ({t}) loads {load.element} at {load.line} after it has started "
+                                    f"reading shared memory ({read.element} at {read.line}): issue the loads of the "
+                                    "next tile before the compute loop, so that they are in flight while it runs",
+                                    f"{zh} 中，线程 ({t}) 已经在 {read.line} 开始读共享内存（{read.element}）之后，才在 "
+                                    f"{load.line} 加载 {load.element}：请在计算循环之前发出下一个分块的加载，让它们在计算"
+                                    "期间传输")
+    if not checked:
+        return Step("prefetch", False, "no barrier interval both loads A or B from global memory and reads shared "
+                    "memory: the next tile is not loaded while this one is computed on",
+                    "没有哪个屏障区间既从全局内存加载 A 或 B、又读取共享内存：计算当前分块时并没有加载下一个分块")
+    return Step("prefetch", True, f"the next tile's loads come before the compute loop ({checked} thread intervals "
+                "checked)", f"下一个分块的加载都在计算循环之前（检查了 {checked} 个线程区间）")
+
+
+def transposed_check(attempt: Attempt, check: dict) -> Step:
+    """The A tile stored transposed: a thread's next shared store after a load of A element (m, k) is where it
+    keeps it; for each k, the words of the tile's m lie within one padded row (less than 2 × tile words
+    apart), and the rows of consecutive k are at least a tile's width apart."""
+    ex = attempt.exercise
+    lv = get_level(ex.level)
+    tile = tile_shape(lv, lv.resolve(**ex.params))[0]
+    for shape, sequences in _sequences(attempt):
+        for block, threads in sequences.items():
+            place: dict[tuple[int, int], int] = {}  # (m, k) within the tile -> shared word
+            for seq in threads.values():
+                pending: Optional[tuple[int, int]] = None
+                for a in seq:
+                    if a.space == "global" and a.array == "A" and not a.write:
+                        pending = (a.index[0] % tile, a.index[1] % tile)
+                    elif a.space == "shared" and a.write and pending is not None:
+                        place.setdefault(pending, a.index[0] // 4)
+                        pending = None
+                    elif a.space == "global":
+                        pending = None
+            if len(place) < 2 * tile:
+                continue
+            words: dict[int, list[int]] = {}
+            for (m, k), w in place.items():
+                words.setdefault(k, []).append(w)
+            spans = [max(ws) - min(ws) for ws in words.values() if len(ws) > 1]
+            starts = sorted((k, min(ws)) for k, ws in words.items())
+            steps = [b[1] - a[1] for a, b in zip(starts, starts[1:]) if b[0] == a[0] + 1]
+            if (spans and max(spans) >= 2 * tile) or (steps and min(abs(d) for d in steps) < tile):
+                en, zh = _where(shape, block)
+                return Step("transposed", False,
+                            f"in {en} the A tile is not stored transposed: the elements (m, k) of one k should share a "
+                            "row of the tile (As[k][m]), as this level's compute loop reads them; keep that layout and "
+                            "change only how a row is padded or where its elements go within it",
+                            f"{zh} 中 A 分块没有按转置存放：同一个 k 的元素 (m, k) 应当位于分块的同一行（As[k][m]），"
+                            "本级的计算循环正是这样读取的；请保留这种布局，只改变行的填充方式或行内元素的位置")
+    return Step("transposed", True, "the A tile is stored transposed (As[k][m]) in every profiled block",
+                "在所有被分析的线程块中，A 分块都按转置（As[k][m]）存放")

@@ -1,0 +1,351 @@
+"""Predict, then check: the learner writes numbers (sectors per request, bank wavefronts per shared
+store, shared bytes, resident blocks per SM, loads per multiply-add, ...), the grader measures them.
+
+An answer is text with one `name = value` per line (`#` starts a comment). The names, what each one
+means, where it is measured and its tolerance come from the exercise's "predict" check:
+
+    {"type": "predict", "shape": [M, N, K], "quantities": [
+        {"name": "sectors_a", "what": {"en": ..., "zh": ...}, "why": {"en": ..., "zh": ...},
+         "tolerance": {"abs": 0} (exact) | {"abs": 0.05} | {"rel": 0.03},
+         "measure": {"from": "profile", "space": "global", "array": "A", "write": false,
+                     "line": "source text on the line", "stat": "per_request"},
+         "params": {...}, "shape": [M, N, K]},          # optional: another setting or shape
+        ...]}
+
+Measures, each taken live from the level's own kernel when grading (nothing recorded):
+
+    profile  the CPU backend's access profile of the first block (warp_access.profile): the rows of
+             one kind (space, load/store, array, a piece of the source line), then a statistic:
+             per_request           sectors per request (global) or wavefronts per instruction (shared)
+             per_thread            warp-wide accesses per warp, i.e. instructions per thread (÷ divide)
+             per_thread_per_ktile  the same per k-tile of the block's main loop
+             per_thread_per_k      the same per step k of the main loop
+             per_fma               accesses per thread per multiply-add of the block's tile
+             fma_per_access        multiply-adds per access (÷ vector: accesses per vector instruction)
+    report   the sm_90 compile report (NVRTC, no GPU): registers, static_shared_bytes, blocks_per_sm,
+             warps_per_sm, threads_per_block
+    geometry the launch: threads_per_block, or blocks (the grid) at the quantity's shape
+    traffic  the tile-traffic model (models.tile_traffic) for the setting's block tile: bytes of A and
+             B read from global memory with no cache reuse, at the quantity's shape, in `unit` bytes
+
+A wrong answer names the quantities outside their tolerance, not the measured values nor the
+direction; the measured values, with the reason each is what it is, are shown once every prediction
+is within its tolerance."""
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from ..levels import KERNEL_DIR, get_level
+from .grade import Attempt, Step
+
+ARCH = "sm_90"  # what the compile report measures: the course's H200
+
+
+class MeasureError(RuntimeError):
+    """A quantity that cannot be measured here (no NVRTC, ...): the step is 'not verified'."""
+
+
+# --- the answer ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Parsed:
+    values: dict[str, float]
+    problem: Optional[tuple[str, str]] = None  # (english, chinese): what to fix, one line
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?", re.IGNORECASE)
+
+
+def parse_number(text: str) -> Optional[float]:
+    """A prediction's value: 4, 0.25, .5, 1e9, 8.59e9, 1/8, 4,096 (thousands), 0,25 (decimal comma),
+    12 544 or 12_544 (grouped digits). None when it is not a finite number."""
+    t = text.strip().replace("_", "")
+    t = re.sub(r"(?<=\d) (?=\d{3}\b)", "", t)  # 12 544 → 12544
+    if re.fullmatch(r"[+-]?[1-9]\d{0,2}(,\d{3})+", t):  # 4,096 or 1,048,576: thousands separators
+        t = t.replace(",", "")
+    elif re.fullmatch(r"[+-]?\d+,\d+", t):  # 0,25: a decimal comma
+        t = t.replace(",", ".")
+    parts = t.split("/")
+    if len(parts) == 2:  # a fraction: 1/8, 32/12
+        num, den = parse_number(parts[0]), parse_number(parts[1])
+        return num / den if num is not None and den not in (None, 0) else None
+    if len(parts) != 1 or not _NUMBER.fullmatch(t):
+        return None
+    value = float(t)
+    return value if math.isfinite(value) else None
+
+
+def _normal_name(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", name.strip().strip("`'\"").lower())
+
+
+def parse_answer(text: str, names: Sequence[str]) -> Parsed:
+    """Read `name = value` lines; on the first kind of problem found, say what to fix in one line:
+    a line that is not an assignment, an unknown name, a name given twice, a value that is not a
+    number, a prediction still missing (`?`)."""
+    text = unicodedata.normalize("NFKC", text or "")  # full-width ＝ ： ０-９ from a Chinese input method
+    known = {_normal_name(n): n for n in names}
+    entries: list[tuple[int, str, str]] = []  # (line number, name as written, value text)
+    malformed: list[int] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        body = line.split("#", 1)[0].strip()
+        if not body:
+            continue
+        for segment in (s for s in body.split(";") if s.strip()):
+            pieces = re.split(r",\s*(?=[A-Za-z_][\w\- ]*\s*[=:])", segment) if segment.count("=") + segment.count(":") > 1 \
+                else [segment]
+            for piece in pieces:
+                match = re.fullmatch(r"\s*([A-Za-z_][\w\- ]*?)\s*[=:]\s*(.*?)\s*", piece)
+                if not match:
+                    malformed.append(number)
+                else:
+                    entries.append((number, match.group(1), match.group(2)))
+    listed = ", ".join(names)
+    if malformed:
+        where = sorted(set(malformed))
+        lines = ", ".join(map(str, where[:5])) + (f" and {len(where) - 5} more" if len(where) > 5 else "")
+        lines_zh = "、".join(map(str, where[:5])) + (f" 等 {len(where)}" if len(where) > 5 else "")
+        head = f"line {lines} is" if len(where) == 1 else f"lines {lines} are"
+        return Parsed({}, (f"{head} not of the form `name = value`: write one prediction per line, "
+                           f"e.g. `{names[0]} = 4`", f"第 {lines_zh} 行不是 `名称 = 数值` 的形式：每行写一个预测，例如 "
+                           f"`{names[0]} = 4`"))
+    unknown = [(n, w) for n, w, _ in entries if _normal_name(w) not in known]
+    if unknown:
+        def guess(word: str) -> str:
+            close = difflib.get_close_matches(_normal_name(word), list(known), n=1)
+            return f" (did you mean `{known[close[0]]}`?)" if close else ""
+
+        def guess_zh(word: str) -> str:
+            close = difflib.get_close_matches(_normal_name(word), list(known), n=1)
+            return f"（是不是 `{known[close[0]]}`？）" if close else ""
+
+        en = "; ".join(f"`{w}` on line {n}{guess(w)}" for n, w in unknown)
+        zh = "；".join(f"第 {n} 行的 `{w}`{guess_zh(w)}" for n, w in unknown)
+        return Parsed({}, (f"unknown name {en}: this exercise asks for {listed}",
+                           f"未知的名称 {zh}：本练习要预测的是 {'、'.join(names)}"))
+    seen: dict[str, int] = {}
+    for n, w, _ in entries:
+        key = known[_normal_name(w)]
+        if key in seen:
+            return Parsed({}, (f"`{key}` is given twice (lines {seen[key]} and {n}): keep one",
+                               f"`{key}` 出现了两次（第 {seen[key]} 行和第 {n} 行）：只保留一个"))
+        seen[key] = n
+    values: dict[str, float] = {}
+    pending: list[str] = []
+    bad: list[tuple[str, str]] = []
+    for _, w, raw in entries:
+        key = known[_normal_name(w)]
+        if raw in ("", "?", "？"):
+            pending.append(key)
+            continue
+        value = parse_number(raw)
+        if value is None:
+            bad.append((key, raw))
+        else:
+            values[key] = value
+    if bad:
+        shown = ", ".join(f"`{k} = {raw}`" for k, raw in bad)
+        return Parsed({}, (f"{shown}: not a number; write digits (4, 0.25, 1/8 or 8.6e9), no units",
+                           f"{shown}：不是数值；请写数字（4、0.25、1/8 或 8.6e9），不要带单位"))
+    missing = [n for n in names if n not in values]
+    if missing:
+        todo, todo_zh = ", ".join(missing), "、".join(missing)
+        return Parsed({}, (f"no prediction yet for {todo}: replace each `?` with a number (a line `name = value` "
+                           "for each)", f"{todo_zh} 还没有预测值：把每个 `?` 换成一个数（每个名称一行 `名称 = 数值`）"))
+    return Parsed(values)
+
+
+def _quantities(exercise: Any) -> list[dict]:
+    """Every quantity an exercise asks for, from its "predict" checks, in order."""
+    return [q for c in exercise.checks if c["type"] == "predict" for q in c["quantities"]]
+
+
+def starter_text(exercise_data: Mapping[str, Any]) -> str:
+    """The starter.txt of a prediction exercise: a header, then per quantity its description in both
+    languages (comments) and `name = ?`. Kept in the folder; the tests check it matches."""
+    lines = ["# Replace each ? with your prediction (one `name = value` per line; # starts a comment).",
+             "# 把每个 ? 换成你的预测值（每行一个 `名称 = 数值`；# 之后是注释）。"]
+    for check in exercise_data["checks"]:
+        for q in check.get("quantities", []):
+            lines += ["", f"# {q['what']['en']} ({tolerance_text(q['tolerance'], 'en')})",
+                      f"# {q['what']['zh']}（{tolerance_text(q['tolerance'], 'zh')}）", f"{q['name']} = ?"]
+    return "\n".join(lines) + "\n"
+
+
+def tolerance_text(tolerance: Mapping[str, float], lang: str) -> str:
+    if "rel" in tolerance:
+        pct = f"{100 * tolerance['rel']:g}%"
+        return f"within {pct}" if lang == "en" else f"误差不超过 {pct}"
+    if tolerance["abs"] == 0:
+        return "exact" if lang == "en" else "须完全一致"
+    return f"within ±{tolerance['abs']:g}" if lang == "en" else f"误差不超过 ±{tolerance['abs']:g}"
+
+
+def within(predicted: float, measured: float, tolerance: Mapping[str, float]) -> bool:
+    if "rel" in tolerance:
+        return abs(predicted - measured) <= tolerance["rel"] * abs(measured) + 1e-9
+    return abs(predicted - measured) <= tolerance["abs"] + 1e-9  # the slack: float rounding, not leniency
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def _profile_rows(level: str, params_key: tuple, shape: tuple[int, int, int]) -> tuple:
+    from ..warp_access import profile
+
+    return tuple(profile(level, *shape, **dict(params_key)))
+
+
+@functools.lru_cache(maxsize=256)
+def _source_line(location: str) -> str:
+    """The text of "file.cu:57" among the kernel files (a level's file or one it includes)."""
+    name, _, number = location.rpartition(":")
+    path = KERNEL_DIR / name.rsplit("/", 1)[-1]
+    try:
+        return path.read_text(encoding="utf-8").splitlines()[int(number) - 1]
+    except (OSError, IndexError, ValueError):
+        return ""
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _block_work(level: str, params: Mapping[str, Any], K: int) -> tuple[int, int, int, int]:
+    """(warps, k-tile depth, k-tiles, warp-wide multiply-adds) of one full block: its tile of C times the K it
+    walks (rounded up to whole k-tiles: a partial last tile still multiplies its zeros)."""
+    from ..predictions import block_tile
+
+    lv = get_level(level)
+    launch = lv.geometry(1, 1, 1, params)
+    warps = -(-launch.threads_per_block // 32)
+    ktile = params.get("BK") or params.get("tile") or 1
+    ktiles = -(-K // ktile)
+    rows, cols = (params["block_y"], params["block_x"]) if lv.number == 1 else block_tile(lv.id, params)
+    return warps, ktile, ktiles, rows * cols * ktiles * ktile // 32
+
+
+def measure(level: str, params: Mapping[str, Any], shape: Sequence[int], spec: Mapping[str, Any]) -> float:
+    """One quantity of a level's own kernel at a setting (see the module docstring)."""
+    lv = get_level(level)
+    resolved = lv.resolve(**params)
+    source = spec["from"]
+    if source == "report":
+        from ..compile import compile_report
+
+        try:
+            report = compile_report(lv, arch=ARCH, **resolved)
+        except Exception as err:  # no NVRTC here, most likely
+            raise MeasureError(str(err).splitlines()[0]) from None
+        field = spec["field"]
+        if field in ("blocks_per_sm", "warps_per_sm"):
+            return float(getattr(report.occupancy, field))
+        return float(getattr(report, field))
+    if source == "geometry":
+        return float(lv.geometry(*shape, resolved).threads_per_block if spec["field"] == "threads_per_block"
+                     else math.prod(lv.geometry(*shape, resolved).grid))
+    if source == "traffic":
+        from ..models import tile_traffic
+        from ..predictions import block_tile
+
+        M, N, K = spec.get("shape", shape)
+        tm, tn = block_tile(lv.id, resolved)
+        return (tile_traffic(M, N, K, tm, tn) - 4 * M * N) / spec.get("unit", 1)  # C is written, not read
+    if source != "profile":
+        raise ValueError(f"unknown measure {source!r}")
+    try:
+        profiled = _profile_rows(lv.id, tuple(sorted(resolved.items())), tuple(shape))
+    except Exception as err:  # the CPU backend cannot build or run here (no C++ compiler, ...)
+        raise MeasureError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
+    rows = [r for r in profiled
+            if r.space == spec.get("space", "global") and r.write == spec.get("write", False)
+            and spec.get("array") in (None, r.array)
+            and _squash(spec.get("line", "")) in _squash(_source_line(r.line))]
+    if not rows:
+        raise ValueError(f"{lv.id} {resolved}: no access matches {dict(spec)}")  # the exercise is wrong
+    accesses = sum(r.warp_accesses for r in rows)
+    warps, ktile, ktiles, warp_fmas = _block_work(lv.id, resolved, shape[2])
+    stat = spec["stat"]
+    if stat == "per_request":
+        return sum(r.units for r in rows) / accesses
+    if stat == "per_thread":
+        return accesses / warps / spec.get("divide", 1)
+    if stat == "per_thread_per_ktile":
+        return accesses / warps / ktiles / spec.get("divide", 1)
+    if stat == "per_thread_per_k":
+        return accesses / warps / (ktiles * ktile) / spec.get("divide", 1)
+    if stat == "per_fma":
+        return accesses / warp_fmas
+    if stat == "fma_per_access":
+        return warp_fmas / (accesses / spec.get("vector", 1))
+    raise ValueError(f"unknown statistic {stat!r}")
+
+
+# --- the runner and the check ---------------------------------------------------------------------
+
+def run(attempt: Attempt) -> list[Step]:
+    """Read the answer: every name once, each a number. The measuring is the check's."""
+    names = [q["name"] for q in _quantities(attempt.exercise)]
+    parsed = parse_answer(attempt.source, names)
+    if parsed.problem:
+        return [Step("answer", False, *parsed.problem)]
+    return [Step("answer", True, f"{len(names)} predictions read: {', '.join(names)}",
+                 f"读到 {len(names)} 个预测值：{'、'.join(names)}")]
+
+
+def _show(value: float) -> str:
+    return str(int(value)) if value == int(value) and abs(value) < 1e9 else f"{value:.4g}"
+
+
+def check(attempt: Attempt, check_dict: dict) -> list[Step]:
+    """Measure every quantity of one "predict" check and compare; the measured values only once
+    every prediction is within its tolerance."""
+    ex = attempt.exercise
+    names = [q["name"] for q in check_dict["quantities"]]
+    values = parse_answer(attempt.source, [q["name"] for q in _quantities(ex)]).values
+    shape = tuple(check_dict.get("shape", (64, 64, 64)))
+    measured: dict[str, float] = {}
+    unmeasured: dict[str, str] = {}
+    for q in check_dict["quantities"]:
+        try:
+            measured[q["name"]] = measure(ex.level, {**ex.params, **q.get("params", {})},
+                                          tuple(q.get("shape", shape)), q["measure"])
+        except MeasureError as err:
+            unmeasured[q["name"]] = str(err)
+    off = [q["name"] for q in check_dict["quantities"]
+           if q["name"] in measured and not within(values[q["name"]], measured[q["name"]], q["tolerance"])]
+    if off:
+        right = len(measured) - len(off)
+        return [Step("predict", False,
+                     (f"1 of {len(names)} predictions is outside its tolerance: {off[0]} ({right} within). Work it "
+                      "out again" if len(off) == 1 else
+                      f"{len(off)} of {len(names)} predictions are outside their tolerance: {', '.join(off)} "
+                      f"({right} within). Work those out again")
+                     + "; the measured values are shown once every prediction is within its tolerance",
+                     f"{len(names)} 个预测中有 {len(off)} 个超出允许误差：{'、'.join(off)}（{right} 个在误差范围内）。"
+                     f"请重新推算{'它' if len(off) == 1 else '这几个'}；所有预测都落在误差范围内之后，才会显示实测值")]
+    if not measured:
+        return [Step(q["name"], None, f"could not be measured here ({unmeasured[q['name']]})",
+                     f"这里无法测量（{unmeasured[q['name']]}）") for q in check_dict["quantities"]]
+    some = "measured " if unmeasured else ""
+    steps = [Step("predict", True, f"all {len(measured)} {some}predictions are within their tolerance",
+                  f"{len(measured)} 个{'已测量的' if unmeasured else ''}预测全部在允许误差之内")]
+    for q in check_dict["quantities"]:
+        name = q["name"]
+        if name in unmeasured:
+            steps.append(Step(name, None, f"could not be measured here ({unmeasured[name]})",
+                              f"这里无法测量（{unmeasured[name]}）"))
+            continue
+        got, you = _show(measured[name]), _show(values[name])
+        steps.append(Step(name, True,
+                          f"{q['what']['en']}: you said {you}, measured {got} "
+                          f"({tolerance_text(q['tolerance'], 'en')}). {q['why']['en']}",
+                          f"{q['what']['zh']}：你的预测 {you}，实测 {got}（{tolerance_text(q['tolerance'], 'zh')}）。"
+                          f"{q['why']['zh']}"))
+    return steps
