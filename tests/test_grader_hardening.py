@@ -71,6 +71,44 @@ def test_the_verdict_names_the_seed_and_the_same_seed_grades_the_same_shapes():
     assert first.steps == again.steps
 
 
+def test_a_vector_path_that_ignores_the_block_row_fails():
+    src = _variant("07_float4_load", "const int gr = row0 + e / (BK / 4)", "const int gr = e / (BK / 4)")
+    _fails_at("07_float4_load", src, "correct")
+
+
+# --- lesson checks that looked at one block, at one shape -----------------------------------------------
+
+def test_a_load_coalesced_only_in_the_first_block_fails():
+    src = _variant("03_coalesce_the_load", "const int r = ty, c = tx;",
+                   "const bool first = blockIdx.x == 0 && blockIdx.y == 0;\n    const int r = first ? ty : tx, "
+                   "c = first ? tx : ty;")
+    _fails_at("03_coalesce_the_load", src, "sectors", "block (")
+
+
+def test_a_load_coalesced_only_at_one_shape_fails():
+    src = _variant("03_coalesce_the_load", "const int r = ty, c = tx;",
+                   "const int r = M == 64 ? ty : tx, c = M == 64 ? tx : ty;")
+    _fails_at("03_coalesce_the_load", src, "sectors")
+
+
+# --- what the CPU backend now sees ----------------------------------------------------------------------
+
+def test_a_missing_load_guard_is_named_as_an_out_of_bounds_read():
+    src = _variant("02_tiled_kloop", "As[ty][tx] = (row < M && k0 + tx < K) ? A[(size_t)row * K + k0 + tx] : 0.0f;",
+                   "As[ty][tx] = A[(size_t)row * K + k0 + tx];")
+    verdict = ex.grade("02_tiled_kloop", src, seed=3)
+    failed = next(s for s in verdict.steps if s.passed is False)
+    assert verdict.failed_step == "memory" and "read A[" in failed.en and "my_kernel.cu:" in failed.en, str(verdict)
+
+
+def test_a_race_names_the_shared_element_and_the_learners_line():
+    verdict = ex.grade("02_missing_barrier", seed=3)  # the starter: the barrier before the loads is missing
+    failed = next(s for s in verdict.steps if s.passed is False)
+    assert verdict.failed_step == "race" and "wrote As[0][0]" in failed.en and "my_kernel.cu:33" in failed.en, str(verdict)
+    assert "next iteration of the loop" in failed.en and "下一次迭代" in failed.zh and "As[0][0]" in failed.zh
+    assert "02_smem_tiling.cu" not in failed.en
+
+
 # --- the lesson itself checked -------------------------------------------------------------------
 
 def test_inner_products_from_global_memory_behind_a_decoy_shared_read_fail():

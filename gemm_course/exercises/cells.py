@@ -4,7 +4,8 @@
 
 The section sits before the notebook's "Takeaways" (or at its end) and is made of cells tagged
 "exercise": an introduction in both languages, then per exercise a title, the statement, an
-editable cell holding the starter kernel, the grading call, the hint call and the folded solution.
+editable cell holding the starter kernel, the grading call (run in a notebook and by the tests, not by the
+book build), the hint call and the folded solution.
 tests/test_exercises.py checks that the notebooks match the registry.
 """
 from __future__ import annotations
@@ -46,8 +47,13 @@ def _markdown(text: str, lang: str) -> dict[str, Any]:
     return {"cell_type": "markdown", "metadata": {"tags": [f"lang-{lang}", TAG]}, "source": text.splitlines(True)}
 
 
-def _code(text: str) -> dict[str, Any]:
-    return {"cell_type": "code", "execution_count": None, "metadata": {"tags": [TAG]}, "outputs": [],
+# The book build does not run the grading cells (each grades a starter, seconds of CPU time, and the page
+# needs no verdict of a kernel nobody wrote yet); a reader's notebook and the tests (nbval) run them.
+NOT_IN_THE_BOOK = "skip-execution"
+
+
+def _code(text: str, *tags: str) -> dict[str, Any]:
+    return {"cell_type": "code", "execution_count": None, "metadata": {"tags": [TAG, *tags]}, "outputs": [],
             "source": text.splitlines(True)}
 
 
@@ -63,7 +69,7 @@ def exercise_cells(ex: Exercise, number: int) -> list[dict[str, Any]]:
         _markdown(f"### 练习 {level}.{number}：{ex.title_zh}", "zh"),
         _code(f'gc.notebook.exercise("{ex.id}")'),
         _code(f'{answer_variable(ex)} = r"""{ex.starter}"""'),
-        _code(f'gc.notebook.grade("{ex.id}", {answer_variable(ex)})'),
+        _code(f'gc.notebook.grade("{ex.id}", {answer_variable(ex)})', NOT_IN_THE_BOOK),
         _code(f'gc.notebook.hint("{ex.id}", 1)  # 2, 3, ... for the next hints'),
         _code(f'gc.notebook.solution("{ex.id}")'),
     ]
