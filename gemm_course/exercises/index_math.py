@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .. import cpu_backend
-from .grade import Attempt, Step
+from .grade import Attempt, Step, _code_only
 
 STEP = "index_math"
 RUN_TIMEOUT_S = 5
@@ -63,12 +63,9 @@ def _fail(en: str, zh: str) -> Step:
 
 # --- reading the learner's file -------------------------------------------------------------------
 
-_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
-
-
 def code_only(source: str) -> str:
-    """The source with comments and string literals blanked (same length, same lines)."""
-    return _TOKEN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    """The source with comments and string literals blanked (same length, same lines): the grader's screen."""
+    return _code_only(source)
 
 
 def _matching(code: str, open_at: int) -> int:
