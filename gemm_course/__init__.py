@@ -12,9 +12,19 @@
 from __future__ import annotations
 
 import importlib
+import signal
+import sys
 from typing import Any
 
+if sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    # `python -m gemm_course` is loading this package: Ctrl-C now is one line too
+    def _interrupted_while_loading(signum: int, frame: Any) -> None:
+        raise SystemExit("python -m gemm_course: interrupted (Ctrl-C) / 已中断（Ctrl-C）")
+
+    signal.signal(signal.SIGINT, _interrupted_while_loading)  # __main__.main restores Python's own handler
+
 from .bench import Timing, bench, time_gpu
+from .bilingual import language  # gc.language("zh") / ("en"): outputs in one language (Jupyter, Colab)
 from .check import CheckResult, check, random_operands, relative_error, tolerance
 from .compile import CompileReport, compile_report, kernel_source, show_source
 from .device import gpu_available
@@ -22,7 +32,7 @@ from .launch import gemm
 from .levels import Launch, Level, Param, get_level, levels
 
 # Submodules that pull in plotly or ipywidgets load on first use, so `import gemm_course` stays light.
-_LAZY = {"autotune", "counters", "cpu_backend", "diagrams", "exercises", "models", "notebook", "plots", "predictions",
+_LAZY = {"autotune", "counters", "cpu_backend", "diagrams", "display_text", "exercises", "models", "notebook", "plots", "predictions",
          "results", "sass", "warp_access", "widgets"}
 
 
@@ -34,6 +44,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CheckResult", "CompileReport", "Launch", "Level", "Param", "Timing", "bench", "check",
-    "compile_report", "gemm", "get_level", "gpu_available", "kernel_source", "levels", "models",
+    "compile_report", "gemm", "get_level", "gpu_available", "kernel_source", "language", "levels", "models",
     "random_operands", "relative_error", "results", "show_source", "time_gpu", "tolerance",
 ]

@@ -36,6 +36,12 @@ def _value(text: str) -> Any:
 
 def parse_config(text: str) -> tuple[str, dict[str, Any]]:
     """'01_naive:mapping=rows,block_x=16' -> ('01_naive', {'mapping': 'rows', 'block_x': 16})."""
+    level, params = _split_config(text)
+    return get_level(level).id, params
+
+
+def _split_config(text: str) -> tuple[str, dict[str, Any]]:
+    """'LEVEL:name=value,...' -> (LEVEL as typed, parameters), for levels inside and outside the registry."""
     level, _, rest = text.partition(":")
     params = {}
     for item in filter(None, rest.split(",")):
@@ -43,7 +49,7 @@ def parse_config(text: str) -> tuple[str, dict[str, Any]]:
         if not eq:
             raise SystemExit(f"bad parameter {item!r} in {text!r}; write name=value")
         params[key.strip()] = _value(value.strip())
-    return get_level(level).id, params
+    return level.strip(), params
 
 
 def parse_size(text: str) -> int | tuple[int, int, int]:
@@ -136,10 +142,16 @@ def cmd_sass(args: argparse.Namespace) -> None:
     print(text if args.full else json.dumps(memory_summary(instruction_mix(text)), indent=1))
 
 
+CPU_EXTRA_SETTINGS = 8  # check --all-settings without a GPU: the showcase and this many more per level
+
+
 def cmd_check(args: argparse.Namespace) -> None:
     from . import device
     from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 
+    if args.max_settings is not None and args.max_settings < 0:
+        raise ValueError(f"--max-settings {args.max_settings}: write 0 (every setting) or a positive number · "
+                         f"--max-settings {args.max_settings} 有误：请写 0（全部设置）或正整数")
     failures = 0
     gpu = device.gpu_available()
     cc = device.compute_capability() if gpu else 0
@@ -149,19 +161,26 @@ def cmd_check(args: argparse.Namespace) -> None:
             continue
         settings = [lv.resolve(**s) for s in (*lv.showcase, *lv.experiments)]
         if args.all_settings:
-            settings += [s for s in lv.valid_settings() if s not in settings]
+            rest = [s for s in lv.valid_settings() if s not in settings]
+            cap = args.max_settings if args.max_settings is not None else (0 if gpu else CPU_EXTRA_SETTINGS)
+            if cap and len(rest) > cap:  # the CPU backend compiles and runs each setting thread by thread
+                print(f"{lv.id}: {len(settings) + cap} of {len(settings) + len(rest)} settings (the showcase and "
+                      f"{cap} spread over the rest){'' if gpu else ' on the CPU backend, no GPU here'}; "
+                      "--max-settings 0 checks every one (hours without a GPU)", flush=True)
+                rest = [rest[round(i * (len(rest) - 1) / max(cap - 1, 1))] for i in range(cap)]
+            settings += rest
         if gpu:
             skipped = [s for s in settings if not lv.setting_runs_on(cc, s)]
             settings = [s for s in settings if lv.setting_runs_on(cc, s)]
             if skipped:
                 print(f"{lv.id}: {len(skipped)} settings skipped, they need a newer GPU than sm_{cc}")
         shapes = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if gpu else ODD_SHAPES[:4]  # the CPU backend runs thread by thread: small shapes
-        if not gpu and len(settings) > 20:  # the CPU backend takes seconds per setting: say so before the minutes go by
+        if not gpu and len(settings) > 5:  # the CPU backend takes seconds per setting: say so before the minutes go by
             print(f"{lv.id}: {len(settings)} settings × {len(shapes)} shapes on the CPU backend (no GPU here), a few "
                   "seconds each; Ctrl-C stops, --levels picks fewer levels", flush=True)
         checked = 0
         for n, params in enumerate(settings, 1):
-            if not gpu and len(settings) > 20 and n % 10 == 0:
+            if not gpu and len(settings) > 5 and n % 5 == 0:
                 print(f"  {lv.id}: {n} of {len(settings)} settings checked, {failures} failed so far", flush=True)
             for M, N, K in shapes:
                 if lv.shape_rules(M, N, K, params):  # a precondition of the kernel (e.g. K % 8 == 0)
@@ -208,25 +227,71 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         print(fp8_gemm._row_text(r) + f"  {r['gpu']}, {r['date']}")
 
 
-def cmd_summary(args: argparse.Namespace) -> None:
-    from .results import summary
+def _summary_level(text: str) -> str:
+    """A level as `summary --level` takes it: a registry level (5, 05, 05_register_blocking) or Level 13."""
+    from .fp8_gemm import LEVEL_ID
 
-    rows = summary(get_level(args.level).id if args.level else None)
-    if args.json:
-        print(json.dumps(rows, indent=1, ensure_ascii=False))
-        return
-    print(f"{'level':<20} {'params':<44} {'dtype':<11} {'size':>16} {'TFLOPS':>8} {'baseline':<18} {'TFLOPS':>8} "
-          f"{'ratio':>7}  GPU, date")
+    if text.strip().lstrip("0") == "13" or text.strip() == LEVEL_ID:
+        return LEVEL_ID
+    return get_level(text).id
+
+
+def _summary_table(rows: list[dict]) -> list[str]:
+    """Every recorded row: setting, type, size, TFLOPS, baseline and ratio, GPU and date."""
+    lines = [f"{'level':<20} {'params':<44} {'dtype':<11} {'size':>16} {'TFLOPS':>8} {'baseline':<18} {'TFLOPS':>8} "
+             f"{'ratio':>7}  GPU, date"]
     for r in rows:
         size = f"{r['M']}×{r['N']}×{r['K']}"
         params = ",".join(f"{k}={v}" for k, v in r["params"].items())
-        print(f"{r['level']:<20} {params:<44} {r['dtype']:<11} {size:>16} {r['tflops']:8.2f} {r['baseline']:<18} "
-              f"{r['baseline_tflops']:8.2f} {r['ratio_to_baseline']:7.1%}  {r['gpu']}, {r['date']}")
+        lines.append(f"{r['level']:<20} {params:<44} {r['dtype']:<11} {size:>16} {r['tflops']:8.2f} {r['baseline']:<18} "
+                     f"{r['baseline_tflops']:8.2f} {r['ratio_to_baseline']:7.1%}  {r['gpu']}, {r['date']}")
+    return lines
+
+
+def _summary_short(rows: list[dict]) -> list[str]:
+    """One line per level: its fastest recorded run, the ratio to the baseline timed in the same run, the clock."""
+    best: dict[str, dict] = {}
+    for r in rows:
+        if r["level"] not in best or r["tflops"] > best[r["level"]]["tflops"]:
+            best[r["level"]] = r
+    lines = [f"{'level':<20} {'best TFLOPS':>11}  {'dtype':<11} {'size':>16}  {'ratio to baseline':<28} {'SM clock':<15} "
+             "GPU, date"]
+    for r in best.values():
+        size = f"{r['M']}×{r['N']}×{r['K']}"
+        ratio = f"{r['ratio_to_baseline']:.1%} of {r['baseline']}"
+        clock = (f"{r['sm_clock_mhz']:.0f} MHz ({r['clock_source']})" if r["sm_clock_mhz"] is not None
+                 else "not recorded")
+        lines.append(f"{r['level']:<20} {r['tflops']:11.2f}  {r['dtype']:<11} {size:>16}  {ratio:<28} {clock:<15} "
+                     f"{r['gpu']}, {r['date']}")
+    lines.append("every recorded run: summary --all; one level's: summary --level N; as JSON: summary --json")
+    return lines
+
+
+def cmd_summary(args: argparse.Namespace) -> None:
+    from .results import summary
+
+    level = _summary_level(args.level) if args.level else None
+    rows = summary(level)
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        return
+    print("\n".join(_summary_table(rows) if args.all or level else _summary_short(rows)))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
     from .compile import compile_report
 
+    if _split_config(args.config)[0] in ("13", "13_fp8_blockscaled", "fp8_blockscaled", "fp8"):
+        from .fp8_gemm import ARCH, fp8_compile_report  # Level 13 lives outside the registry (see `fp8`)
+
+        params = _split_config(args.config)[1]
+        if set(params) - {"scaling", "stages", "block_n", "block_m", "overlap"}:
+            raise ValueError(f"Level 13 takes scaling, stages, block_n, block_m and overlap, not "
+                             f"{', '.join(params)}; its recorded runs: python -m gemm_course fp8 · 第 13 级的参数是 "
+                             f"scaling、stages、block_n、block_m 和 overlap，不是 {'、'.join(params)}；"
+                             "它的实测记录：python -m gemm_course fp8")
+        print(fp8_compile_report(arch=args.arch or ARCH, **params))
+        return
     level, params = parse_config(args.config)
     print(compile_report(level, arch=args.arch, **params))
 
@@ -466,6 +531,18 @@ def cmd_levels(args: argparse.Namespace) -> None:
         print(f"{lv.id:<14} {lv.title_en} · {lv.title_zh}  [{lv.source}; {params}; {lv.needs}]")
 
 
+def _refuse_shipped_out(out: Optional[str]) -> None:
+    """--out inside the course's recorded results would replace (or sit among) the shipped measurements."""
+    from pathlib import Path
+
+    from .results import RESULTS_DIR
+
+    if out and RESULTS_DIR.resolve() in Path(out).resolve().parents:
+        raise ValueError(f"--out {out} is inside the course's recorded results ({RESULTS_DIR}): your run would replace "
+                         "the shipped measurements; write your own file, e.g. --out mine.json · "
+                         f"--out {out} 位于课程附带的实测结果目录中，会覆盖随包附带的测量数据：请写到你自己的文件，例如 --out mine.json")
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gemm_course", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -489,13 +566,18 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     p = sub.add_parser("check", help="correctness on odd shapes")
     p.add_argument("--levels", nargs="*")
-    p.add_argument("--all-settings", action="store_true", help="every valid parameter setting")
+    p.add_argument("--all-settings", action="store_true",
+                   help="every valid parameter setting (without a GPU: the showcase and "
+                        f"{CPU_EXTRA_SETTINGS} more per level)")
+    p.add_argument("--max-settings", type=int, default=None,
+                   help="with --all-settings: at most this many settings beyond the showcase per level (0: all)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("summary", help="the recorded ladder")
-    p.add_argument("--level")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--level", help="every recorded run of one level, e.g. 5 or 05_register_blocking, or 13")
+    p.add_argument("--all", action="store_true", help="every recorded run of every level (default: one line per level)")
+    p.add_argument("--json", action="store_true", help="the rows as JSON (every run, or --level's)")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("report", help="compile report (no GPU needed)")
@@ -586,7 +668,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.set_defaults(func=cmd_levels)
 
     args = parser.parse_args(argv)
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # from here Ctrl-C is KeyboardInterrupt (caught below)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        _refuse_shipped_out(getattr(args, "out", None))
         args.func(args)
     except (ValueError, KeyError, RuntimeError) as err:  # a wrong input or a missing tool: one line, no traceback
         message = err.args[0] if isinstance(err, KeyError) and err.args else err

@@ -22,3 +22,37 @@ def split(text: str) -> str:
         en, zh = text.split(SEP, 1)
         return spans(en, zh)
     return html.escape(text)
+
+
+_choice: str | None = None  # set by language(); None: the environment variable, else "both"
+LANGUAGES = ("en", "zh", "both")
+
+
+def language(choice: str | None = None) -> str:
+    """Pick the language the course's outputs show, and return the one in force.
+
+    ``gc.language("zh")`` or ``gc.language("en")`` in a notebook's first cell (Jupyter, Colab): every
+    table, check, report and message after it is in that language only. ``"both"`` (the default, what
+    the book needs: its switch shows one half) emits both. Without a call, the environment variable
+    GEMM_COURSE_LANG=en|zh decides. Plain text (a terminal, ``print``) follows the choice; with "both"
+    it shows English, then Chinese.
+    """
+    global _choice
+    if choice is not None:
+        text = str(choice).strip().lower()
+        if text not in LANGUAGES:
+            raise ValueError(f"language must be 'en', 'zh' or 'both', not {choice!r} / "
+                             f"语言只能是 'en'、'zh' 或 'both'，而不是 {choice!r}")
+        _choice = text
+    return current_language()
+
+
+def current_language() -> str:
+    """The language the course's display helpers show: "en", "zh", or "both" (the default, what the book
+    needs: its switch shows one half). Set with language() or the environment variable GEMM_COURSE_LANG=en|zh."""
+    import os
+
+    if _choice is not None:
+        return _choice
+    lang = os.environ.get("GEMM_COURSE_LANG", "").strip().lower()
+    return lang if lang in ("en", "zh") else "both"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import html
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
@@ -68,11 +69,17 @@ def kernel_source(level: str | int | Level) -> str:
     return get_level(level).path.read_text(encoding="utf-8")
 
 
-def show_source(level: str | int | Level):
-    """The level's source as a highlighted code block (Jupyter, Colab and the built book)."""
-    from IPython.display import Code
+def show_source(level: str | int | Level, open: bool = False):  # noqa: A002
+    """The level's source, folded behind a toggle that names its kernel and length (Jupyter, Colab and
+    the built book); open=True shows it unfolded."""
+    from .display_text import Fold, code_block, text
 
-    return Code(kernel_source(level), language="cuda")
+    lv = get_level(level)
+    source = kernel_source(lv)
+    n = len(source.splitlines())
+    name = lv.path.name
+    return Fold(text(f"Kernel source: {name}, {n} lines (the full listing)",
+                     f"内核源码：{name}，共 {n} 行（完整代码）"), code_block(source), open=open)
 
 
 @functools.lru_cache(maxsize=256)
@@ -177,18 +184,38 @@ class CompileReport:
         ]
 
     def __str__(self) -> str:
-        lines = [f"{en} / {zh}: {v}" for en, zh, v in self._rows()]
-        lines += [f"! {en} / {zh}" for en, zh in self.problems()]
+        from .bilingual import current_language
+
+        lang = current_language()
+        pick = {"en": lambda en, zh: en, "zh": lambda en, zh: zh}.get(lang, lambda en, zh: f"{en} / {zh}")
+        lines = [f"{pick(en, zh)}: {v}" for en, zh, v in self._rows()]
+        lines += [f"! {pick(en, zh)}" for en, zh in self.problems()]
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        from .bilingual import spans
+    def summary(self):
+        """One line with the key numbers, for the label of the folded report."""
+        from .display_text import text
 
-        rows = "".join(f"<tr><td>{spans(en, zh)}</td><td><code>{html.escape(v)}</code></td></tr>"
-                       for en, zh, v in self._rows())
-        warn = "".join(f'<p><span class="lang-en">⚠ {html.escape(en)}</span><span class="lang-sep"><br></span>'
-                       f'<span class="lang-zh">⚠ {html.escape(zh)}</span></p>' for en, zh in self.problems())
-        return f"<table class='gemm-report'>{rows}</table>{warn}"
+        occ = self.occupancy
+        shared = self.static_shared_bytes + self.dynamic_shared_bytes
+        warn_en = f"; ⚠ {len(self.problems())} problem(s)" if self.problems() else ""
+        warn_zh = f"；⚠ {len(self.problems())} 个问题" if self.problems() else ""
+        return text(f"Compile report, {self.kernel} on {self.arch}: {self.registers} registers, {shared} B shared "
+                    f"memory, {self.threads_per_block} threads, occupancy {occ.fraction:.0%}{warn_en}",
+                    f"编译报告，{self.kernel}（{self.arch}）：{self.registers} 个寄存器，共享内存 {shared} B，"
+                    f"{self.threads_per_block} 个线程，占用率 {occ.fraction:.0%}{warn_zh}")
+
+    def folded(self, open: bool = False):  # noqa: A002
+        """The report as a table behind a toggle whose label carries its key numbers."""
+        from .display_text import Fold, Table, text
+
+        table = Table([text("quantity", "项目"), text("value", "数值")],
+                      [[text(en, zh), v] for en, zh, v in self._rows()], code_columns=[1])
+        warnings = [text(f"⚠ {en}", f"⚠ {zh}") for en, zh in self.problems()]
+        return Fold(self.summary(), table, *[w.html() and f"<p>{w.html()}</p>" for w in warnings], open=open)
+
+    def _repr_html_(self) -> str:
+        return self.folded().html()
 
 
 _PTXAS_PATTERNS = {
@@ -209,8 +236,61 @@ def parse_ptxas_log(log: str) -> dict[str, int]:
     return out
 
 
+def nvrtc_cache_dir():
+    """Where NVRTC's results are kept between processes: $XDG_CACHE_HOME/gemm_course/nvrtc, else
+    ~/.cache/gemm_course/nvrtc. The book's pages and the tests compile many of the same kernels in
+    separate processes; each compiles a given one once."""
+    from pathlib import Path
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gemm_course" / "nvrtc"
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_headers_digest() -> str:
+    """A digest of the course's own headers, which sources include (common.cuh, wgmma.cuh, ...)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(KERNEL_DIR.glob("*.cuh")) + sorted(KERNEL_DIR.glob("*.h")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def nvrtc_compile(source: str, name: str, arch: str, options: tuple[str, ...] = COMPILE_OPTIONS) -> tuple[bytes, str, str]:
-    """Compile one kernel to a CUBIN with NVRTC. Returns (cubin, mangled name, log). No GPU needed."""
+    """Compile one kernel to a CUBIN with NVRTC. Returns (cubin, mangled name, log). No GPU needed.
+
+    Cached on disk (nvrtc_cache_dir()) by source, kernel name, architecture, options, the course's
+    headers and NVRTC's version; a cache that cannot be read or written is skipped."""
+    import hashlib
+    import json
+
+    try:
+        from cupy.cuda import nvrtc
+
+        version = nvrtc.getVersion()
+    except Exception:
+        return _nvrtc_compile(source, name, arch, options)  # says what is missing
+    key = hashlib.sha256("\0".join([source, name, arch, *options, repr(version), _kernel_headers_digest()])
+                         .encode()).hexdigest()
+    cache = nvrtc_cache_dir()
+    try:
+        meta = json.loads((cache / f"{key}.json").read_text(encoding="utf-8"))
+        return (cache / f"{key}.cubin").read_bytes(), meta["mangled"], meta["log"]
+    except (OSError, ValueError, KeyError):
+        pass
+    cubin, mangled, log = _nvrtc_compile(source, name, arch, options)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        for suffix, data in ((".cubin", cubin), (".json", json.dumps({"mangled": mangled, "log": log}).encode())):
+            tmp = cache / f"{key}.{os.getpid()}.tmp"
+            tmp.write_bytes(data)
+            tmp.replace(cache / f"{key}{suffix}")  # atomic: another process never reads half a file
+    except OSError:
+        pass
+    return cubin, mangled, log
+
+
+def _nvrtc_compile(source: str, name: str, arch: str, options: tuple[str, ...]) -> tuple[bytes, str, str]:
     try:
         from cupy.cuda import nvrtc
     except ImportError as err:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import re
 import shlex
@@ -465,9 +466,31 @@ _SCALARS: dict[str, tuple[Any, str]] = {  # C++ parameter type -> (ctypes type, 
 }
 
 
+def env_number(name: str, default: float, example: str, zero_ok: bool) -> float:
+    """A number from the environment variable `name` (default when unset or empty), written as 600, 1e9 or
+    2.5: anything else, or a negative number (or 0 where zero_ok is False), is refused in one line that
+    says what to set."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        least = "0 or more" if zero_ok else "above 0"
+        shown = f"{int(default):,}" if float(default).is_integer() else f"{default:g}"
+        least_zh = "不小于 0 的数" if zero_ok else "大于 0 的数"
+        raise ValueError(bilingual(
+            f"the environment variable {name}={text!r} is not a number {least}: set it like {name}={example}, "
+            f"or unset it for the default ({shown})",
+            f"环境变量 {name}={text!r} 无效，应是{least_zh}：请写成 {name}={example}，或取消设置以使用默认值（{shown}）"))
+    return value
+
+
 def default_timeout() -> float:
-    """Seconds a thread may run without reaching a barrier: $GEMM_COURSE_CPU_TIMEOUT, else 10."""
-    return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+    """Seconds a thread may run without reaching a barrier: $GEMM_COURSE_CPU_TIMEOUT (0: no limit), else 10."""
+    return env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, "60", zero_ok=True)
 
 
 # Fills the tail of each guarded buffer: a signalling NaN as float32. Reading it poisons the
@@ -1174,7 +1197,7 @@ def launch_kernel(source: str, kernel: str, launch: Launch, args: Sequence[Any],
 
 def max_work() -> int:
     """The largest batch·M·N·K one CPU launch may do: $GEMM_COURSE_CPU_MAX_WORK, else 2**27."""
-    return int(os.environ.get(MAX_WORK_ENV, DEFAULT_MAX_WORK))
+    return int(env_number(MAX_WORK_ENV, DEFAULT_MAX_WORK, "1e9", zero_ok=False))  # 1e9 and 1000000000 alike
 
 
 def require_small(work: int, what: str) -> None:

@@ -40,9 +40,21 @@ def _discrete_scale(colors: Sequence[str]) -> list[list[Any]]:
 
 
 def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    from .plots import fit_left, fit_top
+
     fig.update_layout(title=title, template="plotly_white", height=height, showlegend=False,
                       margin=dict(l=60, r=20, t=70, b=40))
+    # a title that fits a phone (wrapped, the top margin grows to hold it) and bar labels that leave the
+    # bars most of its width
+    top = _margin_t(fig)
+    fit_top(fit_left(fig))
+    if (fig.layout.margin.t or 0) < top:  # never less room above the plot than the figure asked for
+        fig.update_layout(margin=dict(t=top), height=height)
     return fig
+
+
+def _margin_t(fig: go.Figure) -> int:
+    return int(fig.layout.margin.t or 70)
 
 
 PANEL_TITLE_SIZE = 12
@@ -643,10 +655,12 @@ def launch_map_figure(rows: int = 1, cols: int = 10, block_x: int = 4, block_y: 
     dims = (f"gridDim = {grid_x}, blockDim = {block_x}" if one_d else
             f"gridDim = ({grid_x}, {grid_y}), blockDim = ({block_x}, {block_y})")
     size = f"n = {cols}" if one_d else f"{rows}×{cols}"
-    fig.add_annotation(
-        text=(f"{dims}: {len(threads)} threads for {size} elements; colour = block, label = threadIdx, "
-              f"× = {idle} idle<br>{len(threads)} 个线程计算 {size} 个元素；颜色 = 线程块，数字 = threadIdx，"
-              f"× = {idle} 个空闲线程"),
+    from .plots import NARROW_PX, SEP, wrap
+
+    fig.add_annotation(  # one language a line, wrapped to a phone's width: the book's switch shows one half
+        text=wrap(f"{dims}: {len(threads)} threads for {size} elements; colour = block, label = threadIdx, "
+                  f"× = {idle} idle" + SEP + f"{len(threads)} 个线程计算 {size} 个元素；颜色 = 线程块，"
+                  f"数字 = threadIdx，× = {idle} 个空闲线程", NARROW_PX - 40, 11),
         xref="paper", yref="paper", x=0, y=1.02, yanchor="bottom", showarrow=False, xanchor="left",
         align="left", font=dict(size=11, color="#444"))
     fig.update_xaxes(title=("element i · 元素 i" if one_d else "column · 列"), range=[-0.5, width - 0.5],

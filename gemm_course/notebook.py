@@ -8,6 +8,7 @@ import html
 from typing import Any, Optional, Sequence
 
 from . import device, results
+from .display_text import Fold, Shown, ShownDict, Table, code_block, from_message, note, show as show_text, text
 from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 from .dtypes import min_cc
 from .levels import Level, get_level
@@ -22,13 +23,37 @@ LIVE_SIZES = (256, 512, 1024, 2048, 4096)
 
 
 def _html(en: str, zh: str) -> Any:
-    from IPython.display import HTML
+    """A note in both languages (HTML halves); one language is shown (gemm_course.display_text)."""
+    return note(en, zh)
 
-    # <div>s: a half may be a table or a <pre> block, which a <p> cannot contain; text gets its <p>
-    def block(text: str) -> str:
-        return text if text.lstrip().startswith(("<table", "<pre", "<div")) else f"<p>{text}</p>"
 
-    return HTML(f'<div class="gemm-note"><div class="lang-en">{block(en)}</div><div class="lang-zh">{block(zh)}</div></div>')
+def _say(en: str, zh: str) -> None:
+    """Show a one-line message in the language in force."""
+    show_text(note(html.escape(en), html.escape(zh), en, zh))
+
+
+def _lines_fold(lines: Sequence[str], en: str, zh: str) -> None:
+    """Numbers printed beside a chart, folded: they back the chart and the text, line by line."""
+    if lines:
+        show_text(Fold(text(f"{en} ({len(lines)} lines)", f"{zh}（{len(lines)} 行）"),
+                       code_block("\n".join(lines), "text")))
+
+
+def compile_report(level: str | int | Level, arch: Optional[str] = None, open: bool = False,  # noqa: A002
+                   **params: Any) -> None:
+    """Show a level's compile report folded behind a label with its key numbers (open=True: unfolded);
+    a setting that cannot compile gets its one-line message instead of a traceback."""
+    from .compile import compile_report as report
+
+    try:
+        show_text(report(level, arch=arch, **params).folded(open=open))
+    except (ValueError, RuntimeError) as err:
+        show_text(note(*(html.escape(t) for t in _halves(str(err)))))
+
+
+def _halves(message: str) -> tuple[str, str]:
+    b = from_message(message)
+    return b.en, b.zh
 
 
 def status() -> Any:
@@ -49,42 +74,57 @@ def status() -> Any:
                  f"图表展示的是<b>已记录的测量结果</b>（{html.escape(rec)}）。")
 
 
-class CheckResults(list):
-    """The results of check_table: a list, shown as one summary line (each result was printed already)."""
+class CheckResults(Shown):
+    """The results of check_table: a list (Jupyter does not print it: its table was shown already)."""
 
     def __repr__(self) -> str:
         passed = sum(r.passed for r in self)
-        return f"{passed} of {len(self)} checks passed · {len(self)} 项检查中 {passed} 项通过"
+        return text(f"{passed} of {len(self)} checks passed", f"{len(self)} 项检查中 {passed} 项通过").text()
 
 
 def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, int, int]]] = None,
-                **params: Any) -> list:
-    """Check a level on odd shapes (float64 reference, random inputs, poisoned output) and print."""
+                open: bool = False, **params: Any) -> list:  # noqa: A002
+    """Check a level on odd shapes (float64 reference, random inputs, poisoned output) and show a folded
+    table whose label gives the verdict (open when a check fails, or with open=True)."""
     lv = get_level(level)
     if shapes is None:  # the odd shapes the level's preconditions allow
         base = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if device.gpu_available() else SMALL_ODD_SHAPES
         resolved = lv.resolve(**params)
         shapes = [s for s in base if not lv.shape_rules(*s, resolved)]
     if not device.gpu_available() and lv.uses_tensor_cores:
-        print(f"No GPU: {lv.id} uses Tensor Core instructions, which the CPU backend cannot run; its "
-              "correctness was checked on the recorded GPU (tests/test_gpu.py).\n"
-              f"没有 GPU：{lv.id} 使用张量核心指令，CPU 后端无法运行；它的正确性已在记录所用的 GPU 上检验"
-              "（tests/test_gpu.py）。")
+        _say(f"No GPU: {lv.id} uses Tensor Core instructions, which the CPU backend cannot run; its correctness "
+             "was checked on the recorded GPU (tests/test_gpu.py).",
+             f"没有 GPU：{lv.id} 使用张量核心指令，CPU 后端无法运行；它的正确性已在记录所用的 GPU 上检验"
+             "（tests/test_gpu.py）。")
         return CheckResults()
+    where = None
     if not device.gpu_available():
-        print("No GPU: running the same CUDA C source on the CPU backend (compiled as C++, one fiber per "
-              "thread). This checks correctness only; CPU timings say nothing about GPU speed.\n"
-              "没有 GPU：在 CPU 后端上运行同一份 CUDA C 源码（按 C++ 编译，每个线程一个纤程）。"
-              "这只检验正确性；CPU 上的耗时与 GPU 速度无关。")
+        where = text("No GPU: the same CUDA C source ran on the CPU backend (compiled as C++, one fiber per "
+                     "thread). This checks correctness only; CPU timings say nothing about GPU speed.",
+                     "没有 GPU：同一份 CUDA C 源码在 CPU 后端上运行（按 C++ 编译，每个线程一个纤程）。"
+                     "这只检验正确性；CPU 上的耗时与 GPU 速度无关。")
     out = CheckResults()
+    error = None
     for M, N, K in shapes:
         try:
             result = check(lv, M, N, K, **params)
         except RuntimeError as err:  # no GPU and no way to run the kernel here
-            print(err)
-            return out
-        print(result)
+            error = from_message(str(err))
+            break
         out.append(result)
+    setting = ", ".join(f"{k}={v}" for k, v in params.items()) or "default"
+    failed = sum(not r.passed for r in out)
+    verdict = (text("all pass", "全部通过") if not failed and out else
+               text(f"{failed} fail", f"{failed} 个未通过") if out else text("none run", "未运行"))
+    rows = [[f"{r.M}×{r.N}×{r.K}", r.dtype, f"{r.relative_error:.2e}", f"{r.tolerance:.2e}",
+             text("PASS", "通过") if r.passed else
+             text(f"FAIL{f', {r.unwritten} never written' if r.unwritten else ''}",
+                  f"失败{f'，{r.unwritten} 个元素未写入' if r.unwritten else ''}")] for r in out]
+    table = Table(["M×N×K", text("input type", "输入类型"), text("relative error", "相对误差"),
+                   text("bound", "上限"), text("result", "结果")], rows, caption=where)
+    show_text(Fold(text(f"Check of {lv.id} ({setting}): {len(out)} shapes, {verdict.en}",
+                        f"{lv.id}（{setting}）正确性检查：{len(out)} 个形状，{verdict.zh}"),
+                   table, *([f"<p>{error.html()}</p>"] if error else []), open=open or bool(failed or error)))
     return out
 
 
@@ -103,8 +143,9 @@ def performance(level: str | int | Level, configs: Optional[Sequence[dict]] = No
 
         for c in configs:
             if c not in here:
-                print(f"{lv.id} {c} needs sm_{lv.required_cc(lv.resolve(**c))}: not run on this GPU "
-                      f"({device.gpu_name()}) · 此设置需要更新的 GPU，这里不运行")
+                _say(f"{lv.id} {c} needs sm_{lv.required_cc(lv.resolve(**c))}: not run on this GPU "
+                     f"({device.gpu_name()})", f"{lv.id} {c} 需要 sm_{lv.required_cc(lv.resolve(**c))}："
+                     f"这块 GPU（{device.gpu_name()}）上不运行")
         records = bench([(lv.id, c) for c in here], sizes, dtype=dtype)["records"]
         where = f"measured live on {device.gpu_name()}"
     else:
@@ -113,12 +154,12 @@ def performance(level: str | int | Level, configs: Optional[Sequence[dict]] = No
                    if (r["level"] == "cublas" or r["params"] in wanted) and r["M"] == r["N"] == r["K"]]
         records = _dedupe(records)
         if not records:
-            print("No recorded results for this level yet.")
-            return []
+            _say("No recorded results for this level yet.", "这一级还没有记录的结果。")
+            return Shown()
         where = "recorded: " + results.provenance_line(records[0])
-    show(performance_figure(records, "tflops", f"{lv.id}: TFLOPS vs cuBLAS", subtitle=where))
+    show(performance_figure(records, "tflops", f"{lv.id}: TFLOPS vs cuBLAS · {lv.id}：TFLOPS 与 cuBLAS 对比", subtitle=where))
     show(performance_figure(records, "ms", f"{lv.id}: time · 时间", subtitle=where))
-    return records
+    return Shown(records)
 
 
 def shapes(level: str | int | Level) -> Any:
@@ -147,7 +188,7 @@ def sweep(level: str | int | Level, x: str, y: str, by: Optional[str] = None) ->
     size = lv.sweep_size
     records = _dedupe(results.sweep_records(lv.id, size, dtype=lv.dtypes[0]))
     if not records:
-        print("No recorded sweep for this level.")
+        _say("No recorded sweep for this level.", "这一级没有记录的参数扫描。")
         return
     show(sweep_figure(records, x, y, by, title=f"{lv.id}: TFLOPS at {size}³ · {size}³ 时的 TFLOPS",
                       subtitle="recorded: " + results.provenance_line(records[0])))
@@ -216,7 +257,7 @@ def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = 
             try:
                 records.append(results.find(lv, size, dtype=dtype, file=file, **p))
             except KeyError:
-                print(f"not recorded: {lv} {p} at {size}³ in {dtype}")
+                _say(f"not recorded: {lv} {p} at {size}³ in {dtype}", f"没有记录：{lv} {p}，{size}³，{dtype}")
         files = [results.RESULTS_DIR / records[0]["file"]] if records else None
         blas = [r for r in results.recorded(records[0]["level"], files=files, dtype=dtype)
                 if r["level"] == "cublas" and r["M"] == size] if records else []
@@ -228,7 +269,7 @@ def compare(entries: Sequence[tuple[str, dict]], size: int = 4096, title: str = 
         marker_color=[CUBLAS_COLOR if r["level"] == "cublas" else PALETTE[0] for r in records]))
     fig = _layout(fig, title or f"TFLOPS at {size}³ · {size}³ 时的 TFLOPS", "", "TFLOPS", subtitle=where or None)
     show(fig)
-    return records
+    return Shown(records)
 
 
 def coalescing_sectors(n: int = 4096) -> list[dict]:
@@ -255,7 +296,7 @@ def coalescing_sectors(n: int = 4096) -> list[dict]:
     ]
     table = [{"group": g, "label": f"{g}: {label}", "sectors": warp_sectors(addr)} for g, label, addr in rows]
     show(sectors_figure(table, title=f"32-byte sectors per warp access ({n}×{n} floats) · 每次线程束访问的扇区数"))
-    return table
+    return Shown(table)
 
 
 def banks(row: str, col: str, **kw: Any):
@@ -273,8 +314,6 @@ def banks(row: str, col: str, **kw: Any):
 
 def traffic(level: str | int | Level = "02_smem_tiling", size: int = 8192) -> list[dict]:
     """The tiling traffic model against measurement: bytes predicted (no cache), time, bandwidth."""
-    from IPython.display import HTML, display
-
     from .models import tile_traffic
 
     lv = get_level(level)
@@ -284,21 +323,21 @@ def traffic(level: str | int | Level = "02_smem_tiling", size: int = 8192) -> li
     for s in lv.showcase:
         p = lv.resolve(**s)
         rows.append({"setting": f"tile {p['tile']}", "record": _record_or_none(lv.id, n, **p), "tile": p["tile"]})
-    html_rows = []
+    cells = []
     for r in rows:
         predicted = tile_traffic(n, n, n, r["tile"], r["tile"])
         rec = r["record"]
-        measured = (f"<td>{rec['median_ms']:.1f}</td><td>{predicted / rec['median_ms'] / 1e9:.2f}</td>"
-                    f"<td>{rec['tflops']:.2f}</td>") if rec else "<td colspan=3>not recorded</td>"
-        html_rows.append(f"<tr><td>{r['setting']}</td><td>{n // r['tile']}</td><td>{predicted / 1e9:,.0f}</td>"
-                         f"{measured}</tr>")
+        measured = ([f"{rec['median_ms']:.1f}", f"{predicted / rec['median_ms'] / 1e9:.2f}", f"{rec['tflops']:.2f}"]
+                    if rec else [text("not recorded", "未记录"), "–", "–"])
+        setting = text(r["setting"], "第 1 级（分块边长 1）" if r["tile"] == 1 and "Level" in r["setting"]
+                       else f"分块边长 {r['tile']}")
+        cells.append([setting, f"{n // r['tile']}", f"{predicted / 1e9:,.0f}", *measured])
     where = results.provenance_line(rows[-1]["record"]) if rows[-1]["record"] else ""
-    display(HTML(
-        "<table><tr><th>setting · 设置</th><th>times each element is read · 每个元素被读次数</th>"
-        "<th>predicted loads (GB) · 预测载入量</th><th>time (ms) · 时间</th>"
-        "<th>loads / time (TB/s) · 载入量/时间</th><th>TFLOPS</th></tr>" + "".join(html_rows)
-        + f"</table><p><small>{n}³, recorded: {html.escape(where)}</small></p>"))
-    return rows
+    show_text(Table([text("setting", "设置"), text("times each element is read", "每个元素被读次数"),
+                     text("predicted loads (GB)", "预测载入量（GB）"), text("time (ms)", "时间（毫秒）"),
+                     text("loads / time (TB/s)", "载入量/时间（TB/s）"), "TFLOPS"], cells,
+                    caption=text(f"{n}³, recorded: {where}", f"{n}³，记录于：{where}")))
+    return Shown(rows)
 
 
 def _record_or_none(level: str, n: int, **params: Any) -> Optional[dict]:
@@ -308,7 +347,8 @@ def _record_or_none(level: str, n: int, **params: Any) -> Optional[dict]:
         return None
 
 
-def instruction_mix(level: str | int | Level, arch: str = "sm_90", ops: Sequence[str] = (), **params: Any) -> dict:
+def instruction_mix(level: str | int | Level, arch: str = "sm_90", ops: Sequence[str] = (), open: bool = False,  # noqa: A002
+                    **params: Any) -> dict:
     """The SASS instruction mix (FFMA, shared/global loads by width, barriers) of a kernel.
 
     Disassembled here with nvdisasm (no GPU needed); if no disassembler is installed, the mix
@@ -322,14 +362,20 @@ def instruction_mix(level: str | int | Level, arch: str = "sm_90", ops: Sequence
     try:
         mix, where = kernel_mix(lv, arch, **p)
     except KeyError as err:
-        print(err.args[0])
-        return {}
+        show_text(from_message(err.args[0]))
+        return ShownDict()
     summary = memory_summary(mix)
-    print(f"{lv.kernel_name(p)} ({where}): " + ", ".join(f"{k} × {v}" for k, v in summary.items()))
-    for op, n in mix.items():
-        if op.startswith(tuple(ops)):
-            print(f"  {op} × {n}")
-    return summary
+    where_zh = where.replace("disassembled here for", "在本机为").replace("recorded for", "记录于") + \
+        ("反汇编" if where.startswith("disassembled") else "")
+    counts = ", ".join(f"{k} × {v}" for k, v in summary.items())
+    spelled = [[op, str(n)] for op, n in mix.items() if ops and op.startswith(tuple(ops))]
+    body = [Table([text("instruction group", "指令组"), text("count", "条数")],
+                  [[k, str(v)] for k, v in summary.items()], code_columns=[0])]
+    if spelled:
+        body += [Table([text("full spelling", "完整写法"), text("count", "条数")], spelled, code_columns=[0])]
+    show_text(Fold(text(f"SASS instruction mix of {lv.kernel_name(p)} ({where}): {counts}",
+                        f"{lv.kernel_name(p)} 的 SASS 指令构成（{where_zh}）：{counts}"), *body, open=open))
+    return ShownDict(summary)
 
 
 def fusion() -> list[dict]:
@@ -356,7 +402,7 @@ def fusion() -> list[dict]:
                 p = data["provenance"]
                 runs.append((data[key], f"recorded: {p['gpu']}, {p['date'][:10]}, CuPy {p['cupy']}"))
         if not runs:
-            print("No recorded fusion measurement.")
+            _say("No recorded fusion measurement.", "没有记录的融合测量。")
             return []
     series = (("fused (Level 6) · 融合", "fused_ms", PALETTE[0]),
               ("GEMM alone (Level 5) · 仅 GEMM", "gemm_only_ms", PALETTE[2]),
@@ -377,6 +423,7 @@ def fusion() -> list[dict]:
         fig = _layout(fig, title, "M×N×K", "time (ms, median) · 时间（毫秒）", subtitle=where or None)
         fig.update_yaxes(type="log")
         show(fig)
+        lines = []
         for r in rows:
             line = f"{r['M']}×{r['N']}×{r['K']}: fused {r['fused_ms']:.3f} ms, GEMM alone {r['gemm_only_ms']:.3f} ms"
             if one:
@@ -386,9 +433,10 @@ def fusion() -> list[dict]:
                      f"{r['extra_bytes_unfused'] / 1e6:,.0f} MB)")
             if one:
                 line += f"; cuBLAS alone {r['cublas_only_ms']:.3f}, + one kernel {r['cublas_one_kernel_ms']:.3f}"
-            print(line + f", cuBLAS + two kernels {r['cublas_unfused_ms']:.3f} ms")
+            lines.append(line + f", cuBLAS + two kernels {r['cublas_unfused_ms']:.3f} ms")
+        _lines_fold(lines, "The numbers behind the chart, per shape", "图中每个形状的数字")
         shown += rows
-    return shown
+    return Shown(shown)
 
 
 def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192),
@@ -398,8 +446,6 @@ def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512,
     sm_count defaults to the H200's 132; each SM may hold several blocks at once (from the compile
     report's occupancy), so a wave is sm_count × blocks_per_sm blocks.
     """
-    from IPython.display import HTML, display
-
     from .compile import compile_report
 
     lv = get_level(level)
@@ -414,12 +460,13 @@ def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512,
         busy = min(blocks, sm_count)
         rows.append({"size": n, "blocks": blocks, "blocks_per_sm": per_sm, "waves": waves,
                      "sms_busy": busy, "last_wave_fill": (blocks - (waves - 1) * wave) / wave})
-    cells = "".join(f"<tr><td>{r['size']}³</td><td>{r['blocks']}</td><td>{r['sms_busy']} / {sm_count}</td>"
-                    f"<td>{r['waves']}</td><td>{r['last_wave_fill']:.0%}</td></tr>" for r in rows)
-    display(HTML(f"<p><code>{html.escape(lv.kernel_name(p))}</code>, {per_sm} blocks per SM (sm_90)</p><table>"
-                 "<tr><th>size · 规模</th><th>blocks · 线程块数</th><th>SMs with work · 有任务的 SM</th>"
-                 "<th>waves · 波次</th><th>last wave filled · 最后一波填充率</th></tr>" + cells + "</table>"))
-    return rows
+    cells = [[f"{r['size']}³", str(r["blocks"]), f"{r['sms_busy']} / {sm_count}", str(r["waves"]),
+              f"{r['last_wave_fill']:.0%}"] for r in rows]
+    show_text(Table([text("size", "规模"), text("blocks", "线程块数"), text("SMs with work", "有任务的 SM"),
+                     text("waves", "波次"), text("last wave filled", "最后一波填充率")], cells,
+                    caption=text(f"{lv.kernel_name(p)}, {per_sm} blocks per SM (sm_90)",
+                                 f"{lv.kernel_name(p)}，每个 SM {per_sm} 个线程块（sm_90）")))
+    return Shown(rows)
 
 
 def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[dict]:
@@ -468,7 +515,7 @@ def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[di
                   "fraction of cuBLAS · 相对 cuBLAS 的比例")
     fig.update_yaxes(tickformat=".0%")
     show(fig)
-    return records
+    return Shown(records)
 
 
 def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, **params: Any) -> dict:
@@ -514,11 +561,16 @@ def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, *
     out = {"peak_tflops": peak, "kernel_tflops": rec["tflops"], "cublas_tflops": cublas,
            "kernel_fraction_of_peak": rec["tflops"] / peak, "cublas_fraction_of_peak": cublas / peak,
            "fma_per_sm_per_cycle": fma_per_sm_cycle, "instruction_mix": mix, "issue_slots": slots}
-    print(f"fp32 peak {peak:.1f} TFLOPS ({prov['sm_count']} SMs × 128 FMA × 2 × {clock_ghz:.2f} GHz, "
-          f"{KNOWN_GPUS['NVIDIA H200'].source if prov['gpu'] == 'NVIDIA H200' else prov['gpu']}); "
-          f"cuBLAS {cublas:.1f} ({cublas / peak:.0%} of peak); {lv.id} {rec['tflops']:.1f} "
-          f"({rec['tflops'] / peak:.0%} of peak, {rec['ratio_to_cublas']:.1%} of cuBLAS)")
-    print(f"achieved: {fma_per_sm_cycle:.0f} of 128 FMA per SM per cycle")
+    out = ShownDict(out)
+    source = KNOWN_GPUS['NVIDIA H200'].source if prov['gpu'] == 'NVIDIA H200' else prov['gpu']
+    _say(f"fp32 peak {peak:.1f} TFLOPS ({prov['sm_count']} SMs × 128 FMA × 2 × {clock_ghz:.2f} GHz, {source}); "
+         f"cuBLAS {cublas:.1f} ({cublas / peak:.0%} of peak); {lv.id} {rec['tflops']:.1f} "
+         f"({rec['tflops'] / peak:.0%} of peak, {rec['ratio_to_cublas']:.1%} of cuBLAS); achieved "
+         f"{fma_per_sm_cycle:.0f} of 128 FMA per SM per cycle",
+         f"fp32 峰值 {peak:.1f} TFLOPS（{prov['sm_count']} 个 SM × 128 FMA × 2 × {clock_ghz:.2f} GHz，{source}）；"
+         f"cuBLAS {cublas:.1f}（峰值的 {cublas / peak:.0%}）；{lv.id} {rec['tflops']:.1f}"
+         f"（峰值的 {rec['tflops'] / peak:.0%}，cuBLAS 的 {rec['ratio_to_cublas']:.1%}）；实际达到每 SM 每周期 "
+         f"{fma_per_sm_cycle:.0f} / 128 次 FMA")
     if not slots:
         return out
     names = [r["setting"] for r in slots]
@@ -533,11 +585,13 @@ def gap_to_peak(level: str | int | Level = "08_warp_tiling", size: int = 8192, *
                   "% of scheduler cycles · 占调度器周期的 %", "", barmode="stack", plot_height=200,
                   subtitle=f"recorded with Nsight Compute on {prov_c['gpu']}, {prov_c['date'][:10]}; FFMA = M·N·K/32")
     show(fig)
+    lines = []
     for r in slots:
         stalls = ", ".join(f"{k} {v:.2f}" for k, v in r["top_stalls"])
-        print(f"{r['setting']:>22}: issue {r['issue_active_pct']:.0f}% of cycles, FFMA {r['ffma_share']:.0%} of "
+        lines.append(f"{r['setting']:>22}: issue {r['issue_active_pct']:.0f}% of cycles, FFMA {r['ffma_share']:.0%} of "
               f"{r['instructions'] / 1e9:.2f} G instructions -> FFMA in {r['ffma_slots_pct']:.0f}% of slots; "
               f"FMA pipe {r['fma_pipe_pct']:.0f}%; {r['warps_per_sm']:.0f} warps/SM; stalls per issue: {stalls}")
+    _lines_fold(lines, "Issue slots, FMA pipe and top stalls per setting", "各设置的发射槽、FMA 流水线与主要停顿")
     return out
 
 
@@ -564,7 +618,7 @@ def batched(cases: Optional[Sequence[tuple[int, int]]] = None) -> list[dict]:
     else:
         data = next((d for d in (results.load(f) for f in results.recorded_files()) if d.get("batched")), None)
         if data is None:
-            print("No recorded batched measurement.")
+            _say("No recorded batched measurement.", "没有记录的批量测量。")
             return []
         rows, p = data["batched"], data["provenance"]
         where = f"recorded: {p['gpu']}, {p['date'][:10]}, CuPy {p['cupy']}"
@@ -606,7 +660,7 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
 
     rows, where = _probe_rows(["ffma"])
     if not rows:
-        print("No recorded FFMA probe.")
+        _say("No recorded FFMA probe.", "没有记录的 FFMA 探针。")
         return []
     live = where.startswith("measured")
     if live:
@@ -655,14 +709,14 @@ def ffma_ceiling(size: int = 8192) -> list[dict]:
               if overhead else "")
     add_subtitle(fig, launch + where)
     show(fig)
+    lines = []
     if overhead:
-        print(f"launch overhead (an empty kernel, timed the same way): {overhead['median_ms'] * 1e3:.1f} µs; "
+        lines.append(f"launch overhead (an empty kernel, timed the same way): {overhead['median_ms'] * 1e3:.1f} µs; "
               f"each probe launch lasts at least 10 ms, so it is under 0.1% of every figure below")
-    for r in rows:
-        print(f"FFMA probe, {r['warps_per_sm']:>2} warps per SM: {r['tflops']:.1f} TFLOPS")
-    for p in points:
-        print(f"Level 8 {p['params']}: {p['warps_per_sm']} warps per SM, {p['tflops']:.2f} TFLOPS")
-    return rows
+    lines += [f"FFMA probe, {r['warps_per_sm']:>2} warps per SM: {r['tflops']:.1f} TFLOPS" for r in rows]
+    lines += [f"Level 8 {p['params']}: {p['warps_per_sm']} warps per SM, {p['tflops']:.2f} TFLOPS" for p in points]
+    _lines_fold(lines, "The numbers behind the chart", "图中的数字")
+    return Shown(rows)
 
 
 def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[dict]:
@@ -677,7 +731,7 @@ def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[d
     setting = dict(setting or PARTS_SETTINGS[-1])
     rows, where = _probe_rows(["mma_sync_bf16", "warp_tile_64x64_mma", "warp_tile_64x64_ldmatrix"])
     if not rows:
-        print("No recorded mma.sync probes.")
+        _say("No recorded mma.sync probes.", "没有记录的 mma.sync 探针。")
         return []
     if where.startswith("measured"):
         import cupy
@@ -695,7 +749,7 @@ def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[d
         parts = [r for r in results.level_10_parts() if r["M"] == size and r["params"] == setting]
         blas_ms = results.find("cublas", size, dtype="bfloat16")["median_ms"]
     if not parts:
-        print(f"No recorded decomposition of Level 10 {setting} at {size}³.")
+        _say(f"No recorded decomposition of Level 10 {setting} at {size}³.", f"没有第 10 级 {setting} 在 {size}³ 的分解记录。")
         return []
     part = parts[0]
     at_rate = lambda tflops: gemm_flops(size, size, size) / (tflops * 1e12) * 1e3  # noqa: E731  (ms)
@@ -720,13 +774,13 @@ def mma_sync_ceiling(size: int = 8192, setting: Optional[dict] = None) -> list[d
                   "ms (probes: the GEMM's flops at the probe's rate) · 毫秒（探针：按其速率折算 GEMM 的运算量）", "",
                   plot_height=340, subtitle=where or None)
     show(fig)
-    for name, ms in bars:
-        print(f"{ms:7.3f} ms  {at_rate(1) / ms:7.1f} TFLOPS  {name.split(' · ')[0]}")
-    return [{"label": b[0], "ms": b[1]} for b in bars]
+    _lines_fold([f"{ms:7.3f} ms  {at_rate(1) / ms:7.1f} TFLOPS  {name.split(' · ')[0]}" for name, ms in bars],
+                "The numbers behind the chart", "图中的数字")
+    return Shown([{"label": b[0], "ms": b[1]} for b in bars])
 
 
 def predict_vs_measure(level: str | int | Level, settings: Optional[Sequence[dict]] = None,
-                       part: Optional[str] = None) -> list[dict]:
+                       part: Optional[str] = None, open: bool = False) -> list[dict]:  # noqa: A002
     """Predict, then measure: for each setting, the models' predictions beside the hardware counters
     recorded with Nsight Compute (`python -m gemm_course counters --record`), and a chart of
     measured ÷ predicted (1 = the model is right). Without a GPU, and with one, these are the
@@ -741,20 +795,23 @@ def predict_vs_measure(level: str | int | Level, settings: Optional[Sequence[dic
         try:
             row = counters.find(lv.id, part=part, **s)
         except KeyError:
-            print(f"No recorded counters for {lv.id} {s}. · 没有 {lv.id} {s} 的计数器记录。")
+            _say(f"No recorded counters for {lv.id} {s}.", f"没有 {lv.id} {s} 的计数器记录。")
             continue
         prov = prov or row["provenance"]
         shown.append((counters.label(row), predictions.compare_row(row)))
     if not shown:
-        return []
+        return Shown()
     where = (f"recorded with Nsight Compute on {prov['gpu']}, {prov['date'][:10]}, {prov['ncu']}, "
              f"{counters.COUNTER_SIZE}³; `{results.command_line(prov)}`")
-    from IPython.display import display
-
-    display(_html(_counter_table(shown, "en") + f"<small>{html.escape(where)}</small>",
-                  _counter_table(shown, "zh") + f"<small>{html.escape(where)}</small>"))
+    where_zh = (f"用 Nsight Compute 记录于 {prov['gpu']}，{prov['date'][:10]}，{prov['ncu']}，"
+                f"{counters.COUNTER_SIZE}³；`{results.command_line(prov)}`")
+    n_rows = sum(len(rows) for _, rows in shown)
+    show_text(Fold(text(f"Predicted vs measured counters: {len(shown)} settings, {n_rows} quantities (table)",
+                        f"预测与实测的计数器：{len(shown)} 个设置，{n_rows} 个量（表格）"),
+                   note(_counter_table(shown, "en") + f"<small>{html.escape(where)}</small>",
+                        _counter_table(shown, "zh") + f"<small>{html.escape(where_zh)}</small>"), open=open))
     show(counters_figure(shown, f"{lv.id}: measured ÷ predicted", f"{lv.id}：实测 ÷ 预测", where))
-    return [{"setting": label, **r} for label, rows in shown for r in rows]
+    return Shown([{"setting": label, **r} for label, rows in shown for r in rows])
 
 
 def _format_value(key: str, value: Optional[float]) -> str:
@@ -767,6 +824,10 @@ def _format_value(key: str, value: Optional[float]) -> str:
     return f"{value:.2f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
+# quantities derived from two counters, which counters.METRIC_BY_KEY does not name
+_DERIVED_ZH = {"sectors_per_load_request": "每次载入请求的扇区数", "sectors_per_store_request": "每次写回请求的扇区数"}
+
+
 def _counter_table(shown: Sequence[tuple[str, list[dict]]], lang: str) -> str:
     from .counters import METRIC_BY_KEY
 
@@ -776,8 +837,10 @@ def _counter_table(shown: Sequence[tuple[str, list[dict]]], lang: str) -> str:
     for label, rows in shown:
         for r in rows:
             metric = METRIC_BY_KEY.get(r["key"])
-            name = (metric.en if lang == "en" else metric.zh) if metric else r["key"].replace("_", " ")
-            cells.append((label, name, _format_value(r["key"], r["predicted"]), _format_value(r["key"], r["measured"]),
+            name = (metric.en if lang == "en" else metric.zh) if metric else \
+                (_DERIVED_ZH.get(r["key"], r["key"]) if lang == "zh" else r["key"].replace("_", " "))
+            shown_label = label.replace("default", "默认") if lang == "zh" else label
+            cells.append((shown_label, name, _format_value(r["key"], r["predicted"]), _format_value(r["key"], r["measured"]),
                           r["why_en"] if lang == "en" else r["why_zh"]))
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in cells)
     return ("<table class='gemm-table'><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
@@ -818,7 +881,7 @@ def hint(exercise_id: str, n: int = 1) -> Any:
 
     ex = get_exercise(exercise_id)
     if not 1 <= n <= len(ex.hints):
-        print(f"{ex.id} has hints 1 to {len(ex.hints)} · 该练习的提示编号为 1 到 {len(ex.hints)}")
+        _say(f"{ex.id} has hints 1 to {len(ex.hints)}", f"该练习的提示编号为 1 到 {len(ex.hints)}")
         return None
     en, zh = ex.hints[n - 1]
     display(_html(f"Hint {n} of {len(ex.hints)}: {_inline_markdown(en)}",
@@ -839,7 +902,7 @@ def grade(exercise_id: str, source: str) -> Any:
     display(_html(f"<pre class='gemm-verdict'>{html.escape(en)}</pre>", f"<pre class='gemm-verdict'>{html.escape(zh)}</pre>"))
     warning = progress.record(verdict)
     if warning:
-        print(warning)
+        show_text(from_message(warning))
     return None
 
 
@@ -864,12 +927,31 @@ def progress(level: Any = None) -> Any:
 
 def solution(exercise_id: str) -> Any:
     """The reference solution, folded: open it after you have tried."""
-    from IPython.display import HTML, display
-
     from .exercises import get_exercise
 
     code = html.escape(get_exercise(exercise_id).solution)
-    display(HTML("<details class='gemm-solution'><summary><span class='lang-en'>Show the reference solution</span>"
-                 "<span class='lang-zh'>查看参考答案</span></summary>"
-                 f"<pre><code class='language-cuda'>{code}</code></pre></details>"))
+    fold = Fold(text("Show the reference solution", "查看参考答案"),
+                f"<pre><code class='language-cuda'>{code}</code></pre>")
+    show_text(_Solution(fold))
     return None
+
+
+class _Solution:
+    """The folded solution, with the class the book's style gives reference solutions."""
+
+    def __init__(self, fold: Fold) -> None:
+        self.fold = fold
+
+    def _repr_html_(self) -> str:
+        return self.fold.html().replace('class="gemm-fold"', 'class="gemm-fold gemm-solution"', 1)
+
+    def __repr__(self) -> str:
+        return self.fold.text()
+
+
+def show_error(err: BaseException) -> None:
+    """An error a cell caught, shown as its one-line message in the language in force (no traceback)."""
+    message = from_message(str(err))
+    name = type(err).__name__
+    show_text(note(f"<code>{name}</code>: {html.escape(message.en)}", f"<code>{name}</code>：{html.escape(message.zh)}",
+                   f"{name}: {message.en}", f"{name}：{message.zh}"))

@@ -20,17 +20,24 @@ from .models import GpuSpec, roofline
 CUBLAS_COLOR = "#222222"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
+# The config every figure is drawn with: no plotly logo; the toolbar (modebar) only while the mouse is over
+# a desktop-sized chart, never on a phone, where it would sit over the title (double-click or double-tap
+# still resets a zoom).
+_CONFIG_JS = '{responsive: true, displaylogo: false, displayModeBar: window.innerWidth < 700 ? false : "hover"}'
+
 _SCRIPT = """<script type="text/javascript">(function () {
-  var fig = %(fig)s, id = "%(id)s";
-  function draw() {
-    Plotly.newPlot(id, fig.data, fig.layout, {responsive: true, displaylogo: false}).then(function (div) {
-      if (window.gemmFigureLang) window.gemmFigureLang(div);  // the book's language switch (bilingual.js)
-    });
+  var fig = %(fig)s, id = "%(id)s", config = %(config)s;
+  function draw() {  // the book's bilingual.js draws it in the reader's language and redraws it on a switch
+    if (window.gemmDrawFigure) window.gemmDrawFigure(id, fig, config);
+    else Plotly.newPlot(id, fig.data, fig.layout, config);
   }
-  if (window.Plotly) { draw(); return; }
+  function ready() {  // bilingual.js (deferred) has run by DOMContentLoaded
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw); else draw();
+  }
+  if (window.Plotly) { ready(); return; }
   if (document.querySelector('script[src*="plotly.min.js"]')) {  // the book: wait for _static/plotly.min.js
     var tries = 0;
-    (function wait() { if (window.Plotly) draw(); else if (tries++ < 400) setTimeout(wait, 25); })();
+    (function wait() { if (window.Plotly) ready(); else if (tries++ < 400) setTimeout(wait, 25); })();
     return;
   }
   var s = document.createElement("script");  // a notebook front end without Plotly: fetch it
@@ -39,25 +46,122 @@ _SCRIPT = """<script type="text/javascript">(function () {
   document.head.appendChild(s);
 })();</script>"""
 
+_CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
+_EXTRA = re.compile(r"(<extra>)(.*?)(</extra>)", re.S)
+_EDGE_BR = re.compile(r"^(\s*<br>\s*)+|(\s*<br>\s*)+$")
+# Captions written in English only that start with one of these get a Chinese twin of the start (the rest
+# is names, versions and a command, the same in both languages).
+_CAPTION_ZH = (("recorded with Nsight Compute on ", "用 Nsight Compute 记录于 "), ("recorded: ", "实测记录："),
+               ("measured live on ", "实时测量于 "), ("model: ", "模型："))
+
+
+def pick(text: str, lang: str) -> str:
+    """The `lang` ("en" or "zh") half of "English · 中文" (each <br> line kept in its half); any other text
+    as it is. Only a separator with Latin text before it and Chinese after it splits, so an English
+    " · " (a dot product, "row i of A · column j of B") stays. Hover templates keep their fields: only
+    the label inside <extra>…</extra> is picked."""
+    if lang not in ("en", "zh") or SEP not in text:
+        return text
+    if "<extra>" in text:
+        return _EXTRA.sub(lambda m: m.group(1) + pick(m.group(2), lang) + m.group(3), text)
+    i = text.find(SEP)
+    en, zh = text[:i], text[i + len(SEP):]
+    if _CJK.search(en) or not _CJK.search(zh):
+        return text
+    return _EDGE_BR.sub("", en if lang == "en" else zh)
+
+
+def _pick_all(obj: Any, lang: str) -> Any:
+    if isinstance(obj, str):
+        return pick(obj, lang)
+    if isinstance(obj, list):
+        return [_pick_all(v, lang) for v in obj]
+    if isinstance(obj, dict):
+        return {k: (v if k == "template" else _pick_all(v, lang)) for k, v in obj.items()}
+    return obj
+
+
+def pick_figure(fig: go.Figure, lang: str) -> go.Figure:
+    """A copy of `fig` with every "English · 中文" text (titles, axes, legend, hover labels, annotations,
+    category labels) in one language; `fig` itself is unchanged."""
+    return go.Figure(_pick_all(fig.to_plotly_json(), lang))
+
+
+def _caption_html(text: str) -> str:
+    """The subtitle as an HTML caption: "English · 中文" as the book's language spans, `code` as <code>."""
+    import html as _html
+
+    from . import bilingual
+
+    text = re.sub(r"\s*<br>\s*", " ", text).strip()
+    if SEP in text and not _CJK.search(text.split(SEP, 1)[0]) and _CJK.search(text.split(SEP, 1)[1]):
+        en, zh = text.split(SEP, 1)
+    else:
+        en = zh = text
+        for start, start_zh in _CAPTION_ZH:
+            if text.startswith(start) and not _CJK.search(text):
+                zh = start_zh + text[len(start):]
+                break
+
+    def inline(t: str) -> str:
+        return re.sub(r"`([^`]+)`", r"<code>\1</code>", _html.escape(t, quote=False))
+
+    lang = bilingual.current_language()
+    if en == zh or lang == "en":
+        body = inline(en)
+    elif lang == "zh":
+        body = inline(zh)
+    else:
+        body = (f'<span class="lang-en">{inline(en)}</span><span class="lang-sep">{SEP}</span>'
+                f'<span class="lang-zh">{inline(zh)}</span>')
+    return f'<div class="gemm-figure-caption" style="font-size:0.8em;color:#666;margin:0.2em 0 1em">{body}</div>'
+
+
+def _without_subtitle(fig: go.Figure) -> tuple[go.Figure, str]:
+    """A copy of `fig` whose subtitle is taken out (returned as text) and whose top margin gives back
+    the room fit_top made for it, so the plot keeps its height."""
+    sub = fig.layout.title.subtitle.text if fig.layout.title and fig.layout.title.subtitle else None
+    if not sub:
+        return fig, ""
+    out = go.Figure(fig)
+    room = int(n_lines(sub) * SUBTITLE_SIZE * 1.4) + 8
+    t = _margin(out, "t", 100)
+    out.update_layout(title_subtitle_text=None, margin_t=max(t - room, 20),
+                      height=(out.layout.height or 450) - min(room, t - 20))
+    return _place_title(out), sub
+
 
 def figure_html(fig: go.Figure) -> str:
-    """The figure as an HTML fragment that draws itself (see the module docstring)."""
+    """The figure as an HTML fragment that draws itself (see the module docstring); its subtitle, the
+    line that says where the numbers come from, becomes a caption under the plot."""
     from plotly.offline import get_plotlyjs_version
 
+    from . import bilingual
+
+    lang = bilingual.current_language()
+    fig, caption = _without_subtitle(pick_figure(fig, lang) if lang in ("en", "zh") else fig)
     div_id = f"gemm-fig-{uuid.uuid4().hex[:12]}"
     height = fig.layout.height or 450
     return (f'<div id="{div_id}" class="gemm-figure" style="width:100%;height:{height}px"></div>'
-            + _SCRIPT % {"fig": fig.to_json(), "id": div_id, "version": get_plotlyjs_version()})
+            + _SCRIPT % {"fig": fig.to_json(), "id": div_id, "config": _CONFIG_JS,
+                         "version": get_plotlyjs_version()}
+            + (_caption_html(caption) if caption else ""))
 
 
 def show(fig: go.Figure) -> None:
-    """Display a plotly figure in JupyterLab, Colab, VS Code and the built book alike."""
+    """Display a plotly figure in JupyterLab, Colab, VS Code and the built book alike, in the course's
+    language (gemm_course.bilingual.current_language(): one language in a notebook that chose one; both,
+    for the book's switch, otherwise)."""
     from IPython.display import display
 
+    from . import bilingual
+
+    lang = bilingual.current_language()
+    native = pick_figure(fig, lang) if lang in ("en", "zh") else fig
     bundle = {
-        "application/vnd.plotly.v1+json": json.loads(fig.to_json()),
+        "application/vnd.plotly.v1+json": json.loads(native.to_json()),
         "text/html": figure_html(fig),
-        "text/plain": f"<plotly figure: {fig.layout.title.text or 'untitled'}>",
+        "text/plain": f"<plotly figure: {pick(fig.layout.title.text or 'untitled', lang)}>",
     }
     display(bundle, raw=True)
 
@@ -67,7 +171,7 @@ def show(fig: go.Figure) -> None:
 # for the narrowest width a reader may have (NARROW_PX, a phone) with a geometric estimate of text
 # widths (an estimate, not a measurement: Latin characters ~0.6 em, CJK characters 1 em wide).
 
-NARROW_PX = 400
+NARROW_PX = 330  # the content width of a 360 px phone (the page keeps ~15 px each side)
 SEP = " · "  # between the English and the Chinese half; the book's language switch splits there
 TITLE_SIZE, SUBTITLE_SIZE, LEGEND_SIZE, TICK_SIZE = 17, 11, 12, 12
 _WIDE = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
@@ -147,21 +251,66 @@ def _place_title(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def _break_label(label: str, max_px: float, size: float = TICK_SIZE) -> str:
+    """A category label wrapped with <br> into lines at most `max_px` wide (after commas too)."""
+    return wrap(re.sub(r",(?=\S)", ", ", label), max_px, size)
+
+
 def _ticks(fig: go.Figure) -> tuple[float, Optional[int]]:
     """Estimated height of the x tick labels at the narrow width, and the angle to fix them at (None:
-    plotly's own). Category labels too long to stand side by side at the narrow width are turned
-    by 45° (or 90° where even that crowds them) at every width, so the estimate holds at any width."""
-    labels = {v for t in fig.data if getattr(t, "orientation", None) != "h"
-              for v in (getattr(t, "x", None) or []) if isinstance(v, str)}
+    plotly's own). Category labels too long to stand side by side at the narrow width are wrapped onto
+    a few lines and turned by 90° at every width (fit_bottom sets them as tick texts), so the estimate
+    holds at any width; a 90° label, unlike a 45° one, does not reach left past the plot and squeeze it."""
+    labels = _x_labels(fig)
     if not labels:
         return TICK_SIZE * 1.8, None
     plot_w = max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 100)
     per, longest = plot_w / len(labels), max(text_px(v, TICK_SIZE) for v in labels)
-    if longest <= 0.9 * per:
+    if longest <= 0.9 * per and not any("<br>" in v for v in labels):
         return TICK_SIZE * 1.8, None
-    if per * 0.7 >= 1.6 * TICK_SIZE:
-        return longest * 0.71 + TICK_SIZE + 6, -45
-    return longest + 10, -90
+    broken = _x_ticktext(fig, labels)
+    return max(text_px(line, TICK_SIZE) for t in broken for line in t.split("<br>")) + 10, -90
+
+
+def _x_labels(fig: go.Figure) -> list[str]:
+    seen: dict[str, None] = {}
+    for t in fig.data:
+        if getattr(t, "orientation", None) != "h":
+            for v in (getattr(t, "x", None) or []):
+                if isinstance(v, str):
+                    seen.setdefault(v)
+    return list(seen)
+
+
+def _x_ticktext(fig: go.Figure, labels: list[str]) -> list[str]:
+    """Turned x labels, each on as many lines as fit side by side in its category's width."""
+    plot_w = max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 100)
+    lines = max(1, int(plot_w / len(labels) // (TICK_SIZE * 1.25)))
+    out = []
+    for v in labels:
+        width = max(text_px(v, TICK_SIZE) / lines * 1.15, 110)
+        out.append(_break_label(v, width) if SEP not in v else v)
+    return out
+
+
+def fit_left(fig: go.Figure) -> go.Figure:
+    """Horizontal bars: category labels wrapped to at most a third of the narrow width, and a left
+    margin that holds them, so the bars keep most of a phone's width."""
+    labels: dict[str, None] = {}
+    for t in fig.data:
+        if getattr(t, "orientation", None) == "h":
+            for v in (getattr(t, "y", None) or []):
+                if isinstance(v, str):
+                    labels.setdefault(v)
+    if not labels:
+        return fig
+    max_px = NARROW_PX / 3
+    text = [_break_label(v, max_px) if SEP not in v else wrap(v, max_px, TICK_SIZE) for v in labels]
+    widest = max(text_px(line, TICK_SIZE) for t in text for line in t.split("<br>"))
+    fig.update_yaxes(tickmode="array", tickvals=list(labels), ticktext=text, automargin=True)
+    fig.update_layout(margin=dict(l=int(min(widest, max_px + TICK_SIZE)) + 14))
+    fig._gemm_min_plot_height = int(sum(n_lines(t) for t in text) * TICK_SIZE * 1.3 + 8 * len(text))  # type: ignore[attr-defined]
+    return fig
 
 
 def legend_entries(fig: go.Figure) -> list[str]:
@@ -195,6 +344,9 @@ def fit_bottom(fig: go.Figure, plot_height: Optional[int] = None) -> go.Figure:
         xtitle = wrap(xtitle, max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 240), 14)
         fig.layout.xaxis.title.text = xtitle
     below_axis = ticks + (n_lines(xtitle) * 14 * 1.3 + 10 if xtitle else 0) + 8
+    for trace in fig.data:  # a legend entry wider than a phone wraps (one language a line)
+        if trace.name and legend_entries(fig) and text_px(trace.name, LEGEND_SIZE) > NARROW_PX - 60:
+            trace.name = wrap(trace.name, NARROW_PX - 60, LEGEND_SIZE)
     rows = legend_rows(fig)
     legend_px = rows * LEGEND_SIZE * 1.6 + 10 if rows else 0
     b = int(below_axis + legend_px + 10)
@@ -203,7 +355,8 @@ def fit_bottom(fig: go.Figure, plot_height: Optional[int] = None) -> go.Figure:
                                   font=dict(size=LEGEND_SIZE)))
     fig.update_xaxes(automargin=True)
     if angle is not None:
-        fig.update_xaxes(tickangle=angle)
+        labels = _x_labels(fig)
+        fig.update_xaxes(tickangle=angle, tickmode="array", tickvals=labels, ticktext=_x_ticktext(fig, labels))
     return _place_title(fig)
 
 
@@ -211,6 +364,8 @@ def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, *, plot_height
             subtitle: Optional[str] = None, **kw: Any) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, template="plotly_white",
                       height=460, margin=dict(l=_margin(fig, "l", 60), r=_margin(fig, "r", 20), t=60, b=40), **kw)
+    fit_left(fig)  # wrapped bar labels need rows tall enough to keep apart
+    plot_height = max(plot_height, getattr(fig, "_gemm_min_plot_height", 0))
     fit_top(fig, subtitle)
     fig.update_layout(height=_margin(fig, "t") + plot_height + 40)
     return fit_bottom(fig, plot_height)

@@ -1,4 +1,5 @@
-"""Checks of the built book in _build/html (run `jupyter-book build .` first).
+"""Checks of the built book in _build/html (run `jupyter-book build .` first; GEMM_COURSE_BUILD=DIR
+checks a book built with `--path-output DIR` instead).
 
 Skipped when the book is not built, except under CI=true where that is a failure.
 """
@@ -14,7 +15,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-HTML = REPO / "_build" / "html"
+HTML = (Path(os.environ["GEMM_COURSE_BUILD"]).resolve() / "_build" / "html" if os.environ.get("GEMM_COURSE_BUILD")
+        else REPO / "_build" / "html")
+MAX_PAGE_BYTES = 3_000_000  # a page's own HTML; the shared _static files (plotly.js among them) load once
+PLOTLY_LIBRARY = re.compile(r"\* plotly\.js v\d|/\*\*\s*\* plotly\.js")
 # A page must not *load* plotly from the network: no <script src> / <link href> to it.
 # (A figure script may keep a CDN fallback for Jupyter/Colab as a string; in the book
 # it is dead code because _static/plotly.min.js is loaded before it runs.)
@@ -156,6 +160,31 @@ def test_plotly_bundled(html_dir: Path) -> None:
         pytest.skip("no page draws a Plotly figure yet; plotly.min.js is bundled")
 
 
+def test_pages_are_light_and_never_embed_plotly(html_dir: Path) -> None:
+    """Plotly's library is one static file for the whole book (the browser caches it): no page carries a
+    copy, and no page's own HTML weighs over 3 MB."""
+    heavy, embedding = [], []
+    for path in sorted(html_dir.rglob("*.html")):
+        rel = path.relative_to(html_dir).as_posix()
+        if path.stat().st_size > MAX_PAGE_BYTES:
+            heavy.append(f"{rel} ({path.stat().st_size / 1e6:.1f} MB)")
+        if PLOTLY_LIBRARY.search(path.read_text(encoding="utf-8")):
+            embedding.append(rel)
+    assert not heavy, f"pages over 3 MB: {heavy}"
+    assert not embedding, f"pages embed plotly.js instead of loading _static/plotly.min.js: {embedding}"
+
+
+def test_figures_have_no_subtitle_and_no_modebar_on_phones(html_dir: Path) -> None:
+    """A chart's provenance line is a caption under the plot, not a subtitle squeezed above it; the
+    plotly toolbar stays off narrow screens (where it would sit on the title)."""
+    for path in sorted(html_dir.glob("notebooks/*.html")):
+        text = path.read_text(encoding="utf-8")
+        for fig in re.findall(r"var fig = (\{.*?\}), id = ", text, re.S):
+            assert '"subtitle":{"text"' not in fig.replace(" ", ""), f"{path.name}: a figure keeps a subtitle"
+        if "gemm-figure" in text:
+            assert "displayModeBar: window.innerWidth < 700 ? false" in text, path.name
+
+
 def test_no_plotly_cdn(html_dir: Path) -> None:
     offenders = [
         str(p.relative_to(html_dir))
@@ -192,11 +221,13 @@ def test_launch_links_open_something(html_dir: Path, doc: str) -> None:
 def test_switch_reaches_figures_and_theme_labels(html_dir: Path) -> None:
     """The language switch relabels plotly figures (titles, axes, legends) and the theme's own labels."""
     script = (html_dir / "_static" / "bilingual.js").read_text(encoding="utf-8")
-    assert "gemmFigureLang" in script and "Plotly.relayout" in script and '"Contents": "目录"' in script
+    assert "gemmDrawFigure" in script and "Plotly.react" in script and '"Contents": "目录"' in script
     figure_page = next(p for p in sorted(html_dir.glob("notebooks/*.html")) if "Plotly.newPlot" in p.read_text())
-    assert "window.gemmFigureLang" in figure_page.read_text(encoding="utf-8")
+    assert "window.gemmDrawFigure" in figure_page.read_text(encoding="utf-8")
     css = (html_dir / "_static" / "bilingual.css").read_text(encoding="utf-8")
     assert "pre-wrap" in css and "max-width: 480px" in css
+    # kernel listings keep their lines (they scroll); only printed sentences wrap
+    assert re.search(r"div\.highlight pre[^{]*\{\s*white-space: pre;", css)
 
 
 def test_search_finds_chinese_and_english_words(html_dir: Path) -> None:

@@ -1,7 +1,10 @@
 """Wrong input on the command line: a one-line message that says what to change, a non-zero exit, never a
 traceback. No GPU needed (commands that need one say so the same way)."""
+import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -22,16 +25,141 @@ WRONG = [
     ("grade", "02_missing_barrier"),                                 # neither a file nor a flag
     ("exercises", "--level", "99"),
     ("multigpu", "--gpus", "x"),
+    ("report", "13:foo=1"),                                          # Level 13 has no such parameter
+    ("record", "--levels", "01_naive", "--out", "gemm_course/results/h200_01_naive.json"),  # a shipped file
+    ("check", "--all-settings", "--max-settings", "-1"),
 ]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str, env: Optional[dict] = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gemm_course", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def _one_line(done: subprocess.CompletedProcess, *words: str) -> str:
+    """The failed command's last stderr line, after asserting a non-zero exit and no traceback."""
+    assert done.returncode != 0, f"exit 0: {done.stdout[-300:]}"
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-800:]
+    message = done.stderr.strip().splitlines()
+    assert message and len(message[-1]) > 20, "no message"
+    assert all(w in message[-1] for w in words), message[-1]
+    return message[-1]
 
 
 @pytest.mark.parametrize("args", WRONG, ids=[" ".join(a) for a in WRONG])
 def test_wrong_input_gets_one_line_and_a_nonzero_exit(args):
-    done = subprocess.run([sys.executable, "-m", "gemm_course", *args], capture_output=True, text=True, timeout=300)
-    assert done.returncode != 0, f"exit 0 for {args}: {done.stdout[-300:]}"
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-800:]
-    message = done.stderr.strip().splitlines()
-    assert message and len(message[-1]) > 20, f"no message for {args}"
+    _one_line(_cli(*args))
+
+
+def test_shipped_results_are_never_overwritten():
+    shipped = ROOT / "gemm_course" / "results" / "h200_01_naive.json"
+    before = shipped.read_bytes()
+    _one_line(_cli("bench", "--config", "01_naive", "--out", str(shipped)), "mine.json")
+    assert shipped.read_bytes() == before
+
+
+# The environment variables the CPU backend's size guard and deadlock timer name in their messages.
+ENV_WRONG = [("GEMM_COURSE_CPU_TIMEOUT", "abc"), ("GEMM_COURSE_CPU_TIMEOUT", "-3"),
+             ("GEMM_COURSE_CPU_MAX_WORK", "lots"), ("GEMM_COURSE_CPU_MAX_WORK", "-1"), ("GEMM_COURSE_CPU_MAX_WORK", "0")]
+
+
+@pytest.mark.parametrize("name,value", ENV_WRONG, ids=[f"{n}={v}" for n, v in ENV_WRONG])
+def test_a_wrong_environment_variable_is_named_with_what_to_set(name, value):
+    _one_line(_cli("grade", "01_edge_guard", "--solution", env={name: value}), name, f"{name}=")
+    from gemm_course import cpu_backend
+
+    os.environ[name] = value
+    try:
+        with pytest.raises(ValueError, match=name) as err:
+            cpu_backend.default_timeout() if "TIMEOUT" in name else cpu_backend.max_work()
+        assert "\n" not in str(err.value)
+    finally:
+        del os.environ[name]
+
+
+def test_the_size_guards_own_advice_is_accepted(monkeypatch):
+    from gemm_course import cpu_backend
+
+    monkeypatch.setenv("GEMM_COURSE_CPU_MAX_WORK", "1e9")  # as a reader raising the limit would write it
+    assert cpu_backend.max_work() == 10**9
+    monkeypatch.setenv("GEMM_COURSE_CPU_TIMEOUT", "0")  # 0: no limit, as launch() documents
+    assert cpu_backend.default_timeout() == 0.0
+
+
+PYTHON_WRONG = [
+    ("check('01_naive', '64', 64, 64)", "M"), ("check('01_naive', -64, 64, 64)", "M"),
+    ("check('01_naive', 64, 64.5, 64)", "N"), ("check('01_naive', 64, 64, 64, dtype='float17')", "float17"),
+    ("random_operands(4, 4, 4, dtype='int32')", "int32"), ("compile_report('01_naive', arch=7.5)", "sm_75"),
+    ("check('01_naive', 1, 1, 10**9, backend='cpu')", "GEMM_COURSE_CPU_MAX_WORK"),
+]
+
+
+@pytest.mark.parametrize("call,word", PYTHON_WRONG, ids=[c for c, _ in PYTHON_WRONG])
+def test_wrong_python_calls_get_one_line(call, word):
+    import time
+
+    import gemm_course as gc
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=word) as err:
+        eval(call, {"check": gc.check, "random_operands": gc.random_operands, "compile_report": gc.compile_report})
+    assert "\n" not in str(err.value) and time.perf_counter() - start < 5  # refused before any work
+
+
+def test_an_architecture_given_as_a_number_is_understood():
+    import gemm_course as gc
+
+    assert "sm_75" in str(gc.compile_report("01_naive", arch=75)).splitlines()[1]
+
+
+def test_ctrl_c_is_one_line_at_any_moment():
+    import signal
+    import time
+
+    for delay in (0.05, 0.3, 3.0):  # while the package loads, while the command starts, in the CPU backend's kernels
+        proc = subprocess.Popen([sys.executable, "-m", "gemm_course", "check", "--all-settings", "--levels",
+                                 "06_fused_epilogue", "--max-settings", "0"],  # hours of work: stopped early
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert "Traceback" not in out + err and "KeyboardInterrupt" not in err, err[-800:]
+        assert proc.returncode != 0 and "Ctrl-C" in err.strip().splitlines()[-1], (delay, err[-300:])
+
+
+def test_all_settings_without_a_gpu_is_bounded_and_says_so():
+    from gemm_course import device, get_level
+
+    if device.gpu_available():
+        pytest.skip("on a GPU --all-settings checks every setting")
+    done = _cli("check", "--all-settings", "--levels", "02_smem_tiling", "05_register_blocking", "--max-settings", "2")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-800:]
+    assert "of 1490 settings" in done.stdout and "--max-settings 0" in done.stdout, done.stdout[:600]
+    lv = get_level("05_register_blocking")
+    assert f"{lv.id}: {len(lv.showcase) + len(lv.experiments) + 2} settings," in done.stdout, done.stdout[-600:]
+
+
+def test_summary_is_one_line_per_level_with_detail_on_demand():
+    from gemm_course.results import summary
+
+    rows = summary()
+    short = _cli("summary").stdout.strip().splitlines()
+    levels = list(dict.fromkeys(r["level"] for r in rows))
+    assert len(short) == len(levels) + 2, short  # a header, one line per level, where the detail is
+    best = max((r for r in rows if r["level"] == "08_warp_tiling"), key=lambda r: r["tflops"])
+    line = next(s for s in short if s.startswith("08_warp_tiling"))
+    assert f"{best['tflops']:.2f}" in line and f"{best['ratio_to_baseline']:.1%} of {best['baseline']}" in line
+    assert len(_cli("summary", "--all").stdout.strip().splitlines()) == len(rows) + 1
+    fp8 = _cli("summary", "--level", "13").stdout.strip().splitlines()
+    assert len(fp8) == 1 + sum(r["level"] == "13_fp8_blockscaled" for r in rows) and "cublaslt" in fp8[1]
+
+
+def test_report_runs_level_13():
+    done = _cli("report", "13_fp8_blockscaled")
+    assert done.returncode == 0 and "sm_90a" in done.stdout, done.stderr[-500:]
 
 
 def test_booleans_and_sizes_are_understood():

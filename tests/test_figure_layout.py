@@ -141,3 +141,41 @@ def test_roofline_and_sweep():
     keys = list(records[0]["params"])
     _check(plots.sweep_figure(records, keys[0], keys[1], by=keys[2], title="sweep · 扫描",
                               subtitle="recorded: " + results.provenance_line(records[0])))
+
+
+def test_figure_html_puts_the_provenance_in_a_caption(monkeypatch):
+    """On the page the subtitle is a caption under the plot (its `code` as <code>), the plot keeps its
+    height, and the toolbar stays off phones."""
+    import json
+    import re
+
+    monkeypatch.delenv("GEMM_COURSE_LANG", raising=False)
+    fig = plots.performance_figure([
+        dict(level="cublas", params={}, M=1024, N=1024, K=1024, tflops=40.0, median_ms=0.05, reps=50)],
+        title="TFLOPS · 算力", subtitle="recorded: H200, 2026-11-29; `python -m gemm_course record --out FILE`")
+    html = plots.figure_html(fig)
+    drawn = json.loads(re.search(r"var fig = (\{.*?\}), id = ", html, re.S).group(1))
+    assert not (drawn["layout"]["title"].get("subtitle") or {}).get("text")
+    plot_h = lambda layout: layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]  # noqa: E731
+    assert plot_h(drawn["layout"]) == plot_h(fig.layout.to_plotly_json())
+    caption = html.split('class="gemm-figure-caption"', 1)[1]
+    assert "<code>python -m gemm_course record --out FILE</code>" in caption and "`" not in caption
+    assert '<span class="lang-zh">实测记录：' in caption  # an English-only provenance line gets its Chinese start
+    assert "displayModeBar: window.innerWidth < 700 ? false" in html
+
+
+def test_one_language_outside_the_book(monkeypatch):
+    """A notebook that chose a language (GEMM_COURSE_LANG) gets figures in that language only; an English
+    " · " (no Chinese after it) is not a separator."""
+    monkeypatch.setenv("GEMM_COURSE_LANG", "zh")
+    fig = plots.sweep_bar_figure([dict(label="row i of A · column j of B", tflops=1.0, cublas_tflops=2.0)],
+                                 title="settings · 设置")
+    zh = plots.pick_figure(fig, "zh")
+    assert zh.layout.title.text == "设置" and zh.data[0].name == "内核"
+    assert zh.data[0].x[0] == "row i of A · column j of B"
+    import json
+    import re
+
+    drawn = json.loads(re.search(r"var fig = (\{.*?\}), id = ", plots.figure_html(fig), re.S).group(1))
+    assert drawn["layout"]["title"]["text"] == "设置" and drawn["data"][0]["name"] == "内核"
+    assert plots.pick("%{x}<extra>kernel · 内核</extra>", "en") == "%{x}<extra>kernel</extra>"

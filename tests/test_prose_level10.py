@@ -188,7 +188,7 @@ def test_level10_figures():
                 assert diagrams.ldmatrix_ways(op, c, first, swizzled=False) == plain
                 assert diagrams.ldmatrix_ways(op, c, first, swizzled=True) == 1
         fig = diagrams.chunk_swizzle_figure(op)
-        assert [a.text.split(" · ")[0] for a in fig.layout.annotations[:2]] == [f"plain: {plain}-way", "swizzled: 1-way"]
+        assert [a.text.replace("<br>", " ").split(" · ")[0] for a in fig.layout.annotations[:2]] == [f"plain: {plain}-way", "swizzled: 1-way"]
     prose = _english_prose(NB)
     assert_prose_says(["a 4-way conflict", "all 8 land in the same slot: 8-way"], prose)
 

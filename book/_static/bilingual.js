@@ -67,54 +67,59 @@
     });
   }
 
-  // Figures: every "English · 中文" string of a plotly figure (titles, axis titles, annotations,
-  // legend names, category labels) shows the chosen half. The originals are kept on the element.
-  function collect(obj, path, out) {
-    Object.keys(obj || {}).forEach(function (key) {
-      var v = obj[key], p = path ? path + "." + key : key;
-      if (typeof v === "string") { if (v.indexOf(SEP) >= 0) out[p] = v; }
-      else if (Array.isArray(v)) v.forEach(function (item, i) {
-        if (item && typeof item === "object") collect(item, p + "[" + i + "]", out);
-      });
-      else if (v && typeof v === "object" && key !== "template") collect(v, p, out);
-    });
-    return out;
-  }
-
-  function figureLang(div, lang) {
-    if (!window.Plotly || !div || !div.layout || !div.data) return;
-    if (!div._gemmLang) {
-      div._gemmLang = {layout: collect(div.layout, "", {}), traces: div.data.map(function (t) {
-        var keep = {};
-        ["name", "x", "y", "text"].forEach(function (k) {
-          var v = t[k];
-          if (typeof v === "string" && v.indexOf(SEP) >= 0) keep[k] = v;
-          else if (Array.isArray(v) && v.some(function (s) { return typeof s === "string" && s.indexOf(SEP) >= 0; })) keep[k] = v.slice();
-        });
-        return keep;
-      })};
+  // Figures (gemm_course.plots): every "English · 中文" text of a plotly figure (titles, axes, legend names,
+  // hover labels, annotations, category labels) shows the chosen half. plots.py's script hands the figure
+  // to gemmDrawFigure, which keeps the bilingual original on the element and draws the picked copy; a
+  // switch redraws it with Plotly.react. Only a separator with Latin text before it and Chinese after it
+  // splits (an English " · ", a dot product, stays); hover templates keep their fields.
+  var CJK_RE = /[\u3400-\u9fff\uff00-\uffef]/;
+  function pickText(text, lang) {
+    if (text.indexOf(SEP) < 0) return text;
+    if (text.indexOf("<extra>") >= 0) {
+      return text.replace(/(<extra>)([\s\S]*?)(<\/extra>)/g, function (m, a, mid, b) { return a + pickText(mid, lang) + b; });
     }
-    var orig = div._gemmLang, update = {};
-    Object.keys(orig.layout).forEach(function (p) { update[p] = pick(orig.layout[p], lang); });
-    if (Object.keys(update).length) window.Plotly.relayout(div, update);
-    orig.traces.forEach(function (keep, i) {
-      var style = {};
-      Object.keys(keep).forEach(function (k) {
-        var v = keep[k];
-        style[k] = [Array.isArray(v) ? v.map(function (s) { return typeof s === "string" ? pick(s, lang) : s; })
-                                     : pick(v, lang)];
-      });
-      if (Object.keys(style).length) window.Plotly.restyle(div, style, [i]);
-    });
+    var i = text.indexOf(SEP), en = text.slice(0, i), zh = text.slice(i + SEP.length);
+    if (CJK_RE.test(en) || !CJK_RE.test(zh)) return text;
+    return (lang === "zh" ? zh : en).replace(/^(\s*<br>\s*)+|(\s*<br>\s*)+$/g, "");
   }
-
+  function pickAll(v, lang) {
+    if (typeof v === "string") return pickText(v, lang);
+    if (Array.isArray(v)) return v.map(function (x) { return pickAll(x, lang); });
+    if (v && typeof v === "object") {
+      var o = {};
+      Object.keys(v).forEach(function (k) { o[k] = k === "template" ? v[k] : pickAll(v[k], lang); });
+      return o;
+    }
+    return v;
+  }
+  function currentLang() { return root.dataset.lang === "zh" ? "zh" : "en"; }
+  function drawFigure(div, lang, first) {
+    var fig = div._gemmFig, data = pickAll(fig.data, lang), layout = pickAll(fig.layout, lang);
+    // plots.py made room above the plot for the title's lines in both languages: give back the other's
+    var title = fig.layout.title || {}, size = (title.font && title.font.size) || 17;
+    var lines = function (t) { return typeof t === "string" && t ? t.split("<br>").length : 0; };
+    var spare = Math.floor((lines(title.text) - lines((layout.title || {}).text)) * size * 1.35);
+    if (spare > 0 && layout.margin && layout.margin.t > spare + 30 && layout.height) {
+      layout.margin = Object.assign({}, layout.margin, {t: layout.margin.t - spare});
+      layout.height -= spare;
+      if (layout.title && typeof layout.title.y === "number") layout.title.y = 1 - (12 + size * 0.35) / layout.height;
+      div.style.height = layout.height + "px";
+    }
+    div._gemmFigLang = lang;
+    return (first ? window.Plotly.newPlot : window.Plotly.react)(div, data, layout, div._gemmConfig);
+  }
+  window.gemmDrawFigure = function (id, fig, config) {
+    var div = document.getElementById(id);
+    if (!div || !window.Plotly) return;
+    div._gemmFig = fig;
+    div._gemmConfig = config;
+    return drawFigure(div, currentLang(), true);
+  };
   function figuresLang(lang) {
     Array.prototype.forEach.call(document.querySelectorAll(".gemm-figure"), function (div) {
-      if (div.layout) figureLang(div, lang);
+      if (div._gemmFig && div._gemmFigLang !== lang && window.Plotly) drawFigure(div, lang, false);
     });
   }
-  // A figure drawn after the page loaded (plots.py's script) asks for the current language.
-  window.gemmFigureLang = function (div) { figureLang(div, root.dataset.lang === "zh" ? "zh" : "en"); };
 
   // Printed outputs that say the same thing twice, an English line followed by its Chinese line (or
   // "English · 中文" on one line), show the chosen language only: each half gets a lang class.
@@ -149,43 +154,88 @@
     });
   }
 
-  // The theme's own labels (sidebar, search, previous/next, buttons) in Chinese when 中文 is chosen.
+  // A printed block of sentences (no code, no aligned columns, no drawn map) may wrap on a narrow screen:
+  // mark it gemm-prose (bilingual.css). Everything else keeps its lines and scrolls inside its box.
+  var SHAPED = /[\u2500-\u259f]|[|+]-{3,}|-{3,}[|+]|\S {2,}\S.* {2,}\S|__global__|#include|[{};]\s*$|\/\*[0-9a-f]{4}\*\//m;
+  function markProse() {
+    var blocks = document.querySelectorAll("div.cell_output pre, div.output pre");
+    Array.prototype.forEach.call(blocks, function (pre) {
+      var printed = pre.closest(".output.stream, .output.text_plain, .output.error, .output.traceback");
+      if (!printed && (pre.closest("div.highlight") || pre.querySelector("code"))) return;  // a listing
+      var text = pre.textContent;
+      var shaped = text.split("\n").some(function (line) { return SHAPED.test(line); });
+      if (!shaped) pre.classList.add("gemm-prose");
+    });
+  }
+
+  // The theme's own labels (sidebar, search, previous/next, footer, fold toggles, header buttons and their
+  // tooltips) in Chinese when 中文 is chosen: an exact-text table, applied to text outside the book's own
+  // content (code, printed outputs and language-tagged prose are never touched).
   var THEME_ZH = {
-    "Contents": "目录", "Search": "搜索", "Search this book...": "搜索本书…", "Previous": "上一页",
-    "Next": "下一页", "Back to top": "回到顶部", "Print to PDF": "打印为 PDF", "Fullscreen mode": "全屏模式",
+    "Contents": "目录", "On this page": "本页内容", "Search": "搜索", "Search this book...": "搜索本书…",
+    "Search the docs ...": "搜索本书…", "Previous": "上一页", "Next": "下一页", "previous page": "上一页", "previous": "上一页", "next": "下一页",
+    "next page": "下一页", "Back to top": "回到顶部", "Print to PDF": "打印为 PDF", "Fullscreen mode": "全屏模式",
     "Download source file": "下载源文件", "Download notebook file": "下载笔记本文件",
-    "Download this page": "下载本页", "Launch interactive content": "启动交互式内容",
+    "Download this page": "下载本页", "Launch interactive content": "启动交互式内容", "Launch": "启动",
     "Source repository": "源代码仓库", "Toggle navigation": "切换导航", "Light/Dark": "浅色/深色",
-    "Skip to main content": "跳到正文", "Search Results": "搜索结果"
+    "Skip to main content": "跳到正文", "Search Results": "搜索结果", "Searching": "正在搜索",
+    "Preparing search...": "正在准备搜索…", "By gemm-course": "作者：gemm-course",
+    "Color mode": "颜色模式", "Light": "浅色", "Dark": "深色", "System Settings": "跟随系统", "System": "跟随系统",
+    "Toggle primary sidebar": "切换左侧边栏", "Toggle secondary sidebar": "切换右侧边栏",
+    "Click to show": "点击显示", "Click to hide": "点击隐藏", "Toggle hidden content": "显示或隐藏内容",
+    "Show code cell output": "显示代码单元的输出", "Hide code cell output": "隐藏代码单元的输出",
+    "Show code cell outputs": "显示代码单元的输出", "Hide code cell outputs": "隐藏代码单元的输出",
+    "Show code cell source": "显示代码单元的源码", "Hide code cell source": "隐藏代码单元的源码",
+    "Show code cell content": "显示代码单元的内容", "Hide code cell content": "隐藏代码单元的内容",
+    "Copy": "复制", "Copied!": "已复制！", "Copy to clipboard": "复制到剪贴板", "Open an issue": "提交问题",
+    "Edit this page": "编辑本页", "Error": "错误", "Ctrl": "Ctrl",
+    "Please activate JavaScript to enable the search functionality.": "请启用 JavaScript 以使用搜索功能。",
+    "Search finished, found ${resultCount} page(s) matching the search query.":
+      "搜索完成，找到 ${resultCount} 个匹配的页面。",
+    "Your search did not match any documents. Please make sure that all words are spelled correctly and that you've selected enough categories.":
+      "没有找到匹配的页面。请检查拼写是否正确。",
+    ", in ": "，位于 "
   };
+  var COPYRIGHT = /^©\s*Copyright\s+(\d{4})\.?$/;
+  function themeZh(text) {
+    var t = text.trim(), zh = THEME_ZH[t];
+    if (zh === undefined && COPYRIGHT.test(t)) zh = t.replace(COPYRIGHT, "© $1 版权所有");
+    return zh === undefined ? null : text.replace(t, zh);
+  }
+  // Sphinx's search page says its messages through Documentation.gettext: give it the Chinese catalog.
+  if (root.dataset.lang === "zh" && window.Documentation && window.Documentation.TRANSLATIONS) {
+    Object.keys(THEME_ZH).forEach(function (k) { window.Documentation.TRANSLATIONS[k] = THEME_ZH[k]; });
+  }
+  var ATTRS = ["title", "placeholder", "aria-label", "data-bs-title", "data-bs-original-title", "data-toggle-hint"];
   var themeText = [];  // [node, english]
   var themeAttrs = [];  // [element, attribute, english]
-  function findThemeLabels() {
-    var chrome = document.querySelectorAll(".bd-header-article, .bd-sidebar-primary, .bd-sidebar-secondary, " +
-      ".prev-next-area, .bd-search, .search-button, .bd-footer, .skip-link, #pst-back-to-top, .header-article-items");
-    Array.prototype.forEach.call(chrome, function (el) {
-      var walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT, null);
-      while (walker.nextNode()) {
-        var n = walker.currentNode, t = n.nodeValue.trim();
-        if (THEME_ZH[t] && !n.parentElement.closest(".lang-en, .lang-zh")) themeText.push([n, n.nodeValue]);
-      }
-      Array.prototype.forEach.call(el.querySelectorAll("[title], [placeholder], [aria-label], [data-bs-original-title]"),
-        function (e) {
-          ["title", "placeholder", "aria-label", "data-bs-original-title"].forEach(function (a) {
-            var v = e.getAttribute(a);
-            if (v && THEME_ZH[v.trim()]) themeAttrs.push([e, a, v]);
-          });
-        });
+  function skipped(el) {
+    return !el || el.closest("pre, code, .lang-en, .lang-zh, .cell_output, .cell_input, .gemm-figure, script, style");
+  }
+  function findThemeLabels(scope) {
+    var walker = document.createTreeWalker(scope || document.body, NodeFilter.SHOW_TEXT, null);
+    while (walker.nextNode()) {
+      var n = walker.currentNode;
+      if (n._gemmTheme || !n.nodeValue.trim() || skipped(n.parentElement) || themeZh(n.nodeValue) === null) continue;
+      n._gemmTheme = true;
+      themeText.push([n, n.nodeValue]);
+    }
+    Array.prototype.forEach.call((scope || document.body).querySelectorAll("[" + ATTRS.join("], [") + "]"), function (e) {
+      if (skipped(e)) return;
+      ATTRS.forEach(function (a) {
+        var v = e.getAttribute(a), key = "_gemmAttr_" + a;
+        if (v && !e[key] && themeZh(v) !== null) { e[key] = true; themeAttrs.push([e, a, v]); }
+      });
     });
   }
   function themeLang(lang) {
-    themeText.forEach(function (x) {
-      var english = x[1];
-      x[0].nodeValue = lang === "zh" ? english.replace(english.trim(), THEME_ZH[english.trim()]) : english;
-    });
+    themeText.forEach(function (x) { x[0].nodeValue = lang === "zh" ? themeZh(x[1]) : x[1]; });
     themeAttrs.forEach(function (x) {
-      x[0].setAttribute(x[1], lang === "zh" ? THEME_ZH[x[2].trim()] : x[2]);
+      if (x[0].hasAttribute(x[1]) || x[1] !== "title") x[0].setAttribute(x[1], lang === "zh" ? themeZh(x[2]) : x[2]);
     });
+    // sphinx-togglebutton writes its hint from these globals on every click
+    window.toggleHintShow = lang === "zh" ? THEME_ZH["Click to show"] : "Click to show";
+    window.toggleHintHide = lang === "zh" ? THEME_ZH["Click to hide"] : "Click to hide";
   }
 
   function apply(lang) {
@@ -214,6 +264,7 @@
     tagTocLinks();
     findThemeLabels();
     splitOutputs();
+    markProse();
     var buttons = document.querySelectorAll("#lang-switch [data-set-lang]");
     Array.prototype.forEach.call(buttons, function (b) {
       b.addEventListener("click", function () { setLang(b.getAttribute("data-set-lang")); });
@@ -222,7 +273,11 @@
     // Search results arrive later; split their "A · B" titles too.
     var results = document.getElementById("search-results");
     if (results && window.MutationObserver) {
-      new MutationObserver(splitLinkTexts).observe(results, {childList: true, subtree: true});
+      new MutationObserver(function () {
+        splitLinkTexts();
+        findThemeLabels(results);
+        themeLang(currentLang());
+      }).observe(results, {childList: true, subtree: true});
     }
   }
 
