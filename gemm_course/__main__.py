@@ -85,8 +85,9 @@ def record_plan(level_ids: Optional[list[str]], showcase_only: bool = False,
     for lv in _selected(level_ids):
         plan.append(([(lv.id, dict(s)) for s in lv.showcase], sizes or [*DEFAULT_SIZES, *lv.record_shapes], {}))
         if lv.sweep is not None and not showcase_only:
-            plan.append(([(lv.id, s) for s in lv.valid_settings() if lv.sweep(s)], [lv.sweep_size],
-                         SWEEP_TIMING))
+            from .autotune import search_space  # the tuner's search space: one definition for both
+
+            plan.append(([(lv.id, s) for s in search_space(lv)], [lv.sweep_size], SWEEP_TIMING))
     return plan
 
 
@@ -349,7 +350,7 @@ def cmd_experiments(args: argparse.Namespace) -> None:
 
 
 def cmd_counters(args: argparse.Namespace) -> None:
-    from . import counters
+    from . import counters, results
 
     if args.record:
         if not args.out:
@@ -368,8 +369,9 @@ def cmd_counters(args: argparse.Namespace) -> None:
                          indent=1, ensure_ascii=False))
         return
     print(counters.format_table(rows))
-    p = rows[0]["provenance"]
-    print(f"\nrecorded on {p['gpu']}, {p['date'][:10]}, {p['ncu']}; `{p['command']}`")
+    print()
+    for p in {r["file"]: r["provenance"] for r in rows}.values():  # one line per file the rows come from
+        print(f"recorded on {p['gpu']}, {p['date'][:10]}, {p['ncu']}; `{results.command_line(p)}`")
 
 
 def _lang(args: argparse.Namespace) -> str:
@@ -525,6 +527,17 @@ def cmd_multigpu(args: argparse.Namespace) -> None:
                    forms=[forms[f] for f in chosen_forms], activation=args.activation)
 
 
+def cmd_hostcost(args: argparse.Namespace) -> None:
+    from .host_cost import host_cost, host_cost_plan
+
+    if args.size < 1:
+        raise ValueError(f"--size must be a positive whole number, not {args.size} (e.g. --size 4096) / "
+                         f"--size 必须是正整数，而不是 {args.size}（例如 --size 4096）")
+    plan = host_cost_plan(args.levels, args.all_showcase, args.size)  # a wrong level is named before any GPU work
+    result = host_cost(plan, args.size, out=args.out)
+    print(f"wrote {len(result['records'])} settings to {args.out}")
+
+
 def cmd_levels(args: argparse.Namespace) -> None:
     for lv in levels():
         params = ", ".join(f"{p.name}={p.default}" for p in lv.params)
@@ -663,6 +676,15 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--seed", type=int, help="the seed of the random shape and inputs (a verdict prints its seed)")
     p.add_argument("--zh", action="store_true", help="the verdict in Chinese")
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("hostcost", help="what a repeated gc.gemm call costs on the host beside its kernel, "
+                                        "against the prepared launch the recorded timings use (GPU)")
+    p.add_argument("--out", required=True, help="the result file to write (JSON)")
+    p.add_argument("--levels", nargs="*", help="level ids or numbers, 13 for FP8 (default: all)")
+    p.add_argument("--size", type=int, default=4096, help="problem size n for n³ (default 4096)")
+    p.add_argument("--all-showcase", action="store_true",
+                   help="every showcase setting (default: each level's fastest recorded setting at n³)")
+    p.set_defaults(func=cmd_hostcost)
 
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)

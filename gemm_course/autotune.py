@@ -6,7 +6,6 @@ spill registers; checks each survivor once for correctness; then times it with t
 """
 from __future__ import annotations
 
-import html
 
 from typing import Any, Callable, Iterable, Optional
 
@@ -15,10 +14,28 @@ from .levels import Level, get_level
 
 
 def search_space(level: str | int | Level) -> list[dict[str, Any]]:
-    """The configurations the tuner tries: the level's sweep filter over its valid settings."""
+    """The configurations the tuner tries: the level's sweep filter over its valid settings. The `record`
+    command sweeps the same list (__main__.record_plan calls this), so a sweep recorded today covers it."""
     lv = get_level(level)
     keep = lv.sweep or (lambda p: True)
     return [s for s in lv.valid_settings() if keep(s)]
+
+
+def sweep_coverage(level: str | int | Level) -> dict[str, Any]:
+    """Today's search space beside the recorded sweep at the level's sweep size (both with every parameter
+    filled in): how many settings each holds, and those only one of them holds. A recorded file was swept
+    with the search space of its day; where the level's parameters or sweep filter changed since, they differ."""
+    import json
+
+    lv = get_level(level)
+    key = lambda p: json.dumps(lv.resolve(**p), sort_keys=True)  # noqa: E731
+    space = {key(p): p for p in search_space(lv)}
+    names = {q.name for q in lv.params}
+    recorded = {key({k: v for k, v in r["params"].items() if k in names}): r["params"]
+                for r in results.sweep_records(lv.id, lv.sweep_size, dtype=lv.dtypes[0])}
+    return {"level": lv.id, "space": len(space), "recorded": len(recorded),
+            "not_recorded": [space[k] for k in space.keys() - recorded.keys()],
+            "not_in_space": [recorded[k] for k in recorded.keys() - space.keys()]}
 
 
 def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int]],
@@ -113,7 +130,7 @@ def ladder_rows(sizes: Iterable[int] = (1024, 4096, 8192)) -> list[dict[str, str
     for row, lv in zip(rows, fp32):
         row["setting · 设置"] = ", ".join(f"{k}={v}" for k, v in lv.defaults.items())
         claim = results.SEED_CLAIMS.get(lv.id)
-        row["seed claim, 1024³ · 原教程声称"] = f"{claim:.0%}" if claim is not None else "—"
+        row["the original guide's claim, 1024³ · 最初那份指南的声称"] = f"{claim:.0%}" if claim is not None else "—"
     return rows
 
 
@@ -123,10 +140,11 @@ def show_rows(rows: list[dict[str, str]]) -> Any:
     from IPython.display import HTML
 
     from .diagrams import table
+    from .display_text import text
 
     provs = [results.recorded(r["level · 级别"])[0]["provenance"] for r in rows if results.recorded(r["level · 级别"])]
     where = "; ".join(sorted({f"{p['gpu']}, {p['date'][:10]}" for p in provs}))
-    caption = (f"<p class='gemm-caption'><span class='lang-en'>Each cell: TFLOPS, and in brackets the fraction of "
-               f"cuBLAS measured in the same run. Recorded on {html.escape(where)}.</span><span class='lang-zh'>每格："
-               f"TFLOPS，括号内为同一次运行中 cuBLAS 的百分比。实测于 {html.escape(where)}。</span></p>")
+    caption = text(f"Each cell: TFLOPS, and in brackets the fraction of cuBLAS measured in the same run. "
+                   f"Recorded on {where}.", f"每格：TFLOPS，括号内为同一次运行中 cuBLAS 的百分比。实测于 {where}。")
+    caption = f"<p class='gemm-caption'>{caption.html()}</p>"
     return HTML(table(list(rows[0]), [list(r.values()) for r in rows]).data + caption)

@@ -1,7 +1,8 @@
 """A text in both languages, as HTML that the book's language switch shows one half of.
 
 In the book, CSS hides `.lang-zh` in English mode, `.lang-en` in Chinese mode and the separator in
-both; in Jupyter or Colab (no such CSS) the reader sees "English · 中文" as written.
+both; in Jupyter or Colab (no such CSS) the reader sees "English · 中文" as written, unless
+language("en") / language("zh") or GEMM_COURSE_LANG picks one: then only that language is emitted.
 """
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ SEP = " · "
 
 
 def spans(en: str, zh: str) -> str:
-    """English and Chinese as two spans with the separator between them."""
+    """English and Chinese as two spans with the separator between them; after language("en") or
+    language("zh") (or GEMM_COURSE_LANG), only that language, escaped."""
+    lang = current_language()
+    if lang in ("en", "zh"):
+        return html.escape(en if lang == "en" else zh)
     return (f'<span class="lang-en">{html.escape(en)}</span><span class="lang-sep">{SEP}</span>'
             f'<span class="lang-zh">{html.escape(zh)}</span>')
 
 
 def split(text: str) -> str:
-    """"English · 中文" as spans(); any other text escaped as it is."""
+    """"English · 中文" as spans() (one language where one is chosen); any other text escaped as it is."""
     if SEP in text:
         en, zh = text.split(SEP, 1)
         return spans(en, zh)

@@ -157,7 +157,8 @@ class CompileReport:
         if self.occupancy.blocks_per_sm == 0:
             out.append((f"not even one block fits on an SM of {self.arch} "
                         f"(limited by {self.occupancy.limited_by})",
-                        f"{self.arch} 的一个 SM 连一个线程块都放不下（受限于 {self.occupancy.limited_by}）"))
+                        f"{self.arch} 的一个 SM 连一个线程块都放不下"
+                        f"（受限于{LIMITED_BY_ZH.get(self.occupancy.limited_by, self.occupancy.limited_by)}）"))
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -166,7 +167,10 @@ class CompileReport:
         d["occupancy"]["fraction"] = self.occupancy.fraction
         return d
 
-    def _rows(self) -> list[tuple[str, str, str]]:
+    def _rows(self) -> list[tuple[str, str, Any]]:
+        """(English name, Chinese name, value): a value is a str (the same in both languages) or a Bilingual."""
+        from .display_text import text
+
         occ = self.occupancy
         return [
             ("kernel", "内核", self.kernel),
@@ -179,8 +183,9 @@ class CompileReport:
             ("spill stores / loads", "溢出写 / 读", f"{self.spill_store_bytes} B / {self.spill_load_bytes} B"),
             ("resident blocks per SM", "每 SM 驻留线程块", str(occ.blocks_per_sm)),
             ("occupancy", "占用率",
-             f"{occ.warps_per_sm}/{occ.max_warps_per_sm} warps = {occ.fraction:.0%} "
-             f"(limited by {occ.limited_by})"),
+             text(f"{occ.warps_per_sm}/{occ.max_warps_per_sm} warps = {occ.fraction:.0%} (limited by {occ.limited_by})",
+                  f"{occ.warps_per_sm}/{occ.max_warps_per_sm} 个线程束 = {occ.fraction:.0%}"
+                  f"（受限于{LIMITED_BY_ZH.get(occ.limited_by, occ.limited_by)}）")),
         ]
 
     def __str__(self) -> str:
@@ -217,6 +222,9 @@ class CompileReport:
     def _repr_html_(self) -> str:
         return self.folded().html()
 
+
+# what limits occupancy (models.Occupancy.limited_by), in Chinese
+LIMITED_BY_ZH = {"threads": "线程数", "blocks": "线程块数", "registers": "寄存器", "shared memory": "共享内存"}
 
 _PTXAS_PATTERNS = {
     "registers": r"Used (\d+) registers",

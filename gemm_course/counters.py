@@ -84,9 +84,9 @@ METRICS: tuple[Metric, ...] = (
     _m("l2_hit_pct", "lts__t_sector_hit_rate.pct", "memory", "share of L2 sectors that hit (%)",
        "L2 扇区命中率（%）"),
     _m("dram_read_bytes", "dram__bytes_read.sum", "memory", "bytes read from device memory (HBM)",
-       "从设备内存（HBM）读取的字节数"),
+       "从显存（HBM）读取的字节数"),
     _m("dram_write_bytes", "dram__bytes_write.sum", "memory", "bytes written to device memory (HBM)",
-       "写入设备内存（HBM）的字节数"),
+       "写入显存（HBM）的字节数"),
     # shared memory
     _m("shared_load_instructions", "smsp__inst_executed_op_shared_ld.sum", "shared",
        "shared-memory load instructions executed by warps", "线程束执行的共享内存加载指令数"),
@@ -392,9 +392,27 @@ def recorded(level: Optional[str] = None) -> list[dict[str, Any]]:
     return rows
 
 
+def _setting(row: Mapping[str, Any]) -> tuple[str, str, Optional[str], str]:
+    return row["level"], json.dumps(row["params"], sort_keys=True), row.get("part"), row["dtype"]
+
+
+def current(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows no newer record replaces: per setting (level, params, part, input type) the one of the latest
+    provenance date (the first of those, in file order), kept in file order."""
+    rows = list(rows)
+    newest: dict[tuple, int] = {}
+    for i, r in enumerate(rows):
+        j = newest.get(_setting(r))
+        if j is None or r["provenance"]["date"] > rows[j]["provenance"]["date"]:
+            newest[_setting(r)] = i
+    keep = set(newest.values())
+    return [dict(r) for i, r in enumerate(rows) if i in keep]
+
+
 def find(level: str, part: Optional[str] = None, dtype: Optional[str] = None, **params: Any) -> dict[str, Any]:
     """The recorded counter row of one setting (KeyError if none): a level's, resolved with its
-    defaults, or cuBLAS's in an input type."""
+    defaults, or cuBLAS's in an input type. Where several files hold the setting, the newest record wins
+    (latest provenance date; a kernel re-recorded after an edit replaces its earlier counters)."""
     if level == CUBLAS:
         rows = [r for r in recorded() if r["level"] == CUBLAS and r["dtype"] == (dtype or "float32")]
     else:
@@ -404,7 +422,7 @@ def find(level: str, part: Optional[str] = None, dtype: Optional[str] = None, **
                 and r.get("part") == part and dtype in (None, r["dtype"])]
     if not rows:
         raise KeyError(f"no recorded counters for {level} {params} {part or ''}".strip())
-    return rows[0]
+    return current(rows)[0]  # one setting: its newest record
 
 
 def derived(metrics: Mapping[str, Optional[float]]) -> dict[str, Optional[float]]:
@@ -455,16 +473,58 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (  # (key, header, format)
 def table_rows(level: Optional[str] = None) -> list[dict[str, Any]]:
     """The recorded rows with their derived values and top stalls, as `counters --json` prints them."""
     out = []
-    for r in recorded(level):
+    for r in current(recorded(level)):  # a setting recorded again appears once, as its newest record
         more = derived(r["metrics"])
         out.append({"level": r["level"], "params": r["params"], "part": r.get("part"), "dtype": r["dtype"],
                     "M": r["M"], "N": r["N"], "K": r["K"], "metrics": r["metrics"],
                     "derived": more, "top_stalls": top_stalls(r["metrics"]),
                     "kernels": r.get("kernels", []), "gpu": r["gpu"], "date": r["date"], "file": r["file"],
-                    "provenance": {k: r["provenance"].get(k) for k in ("gpu", "date", "ncu", "method", "command",
-                                                                       "driver", "cuda_runtime", "metrics")},
+                    "provenance": {**{k: r["provenance"].get(k) for k in ("gpu", "date", "ncu", "method", "driver",
+                                                                          "cuda_runtime", "metrics")},
+                                   "command": results.command_line(r["provenance"])},
                     "_values": {**r["metrics"], **more}})
     return out
+
+
+# What changes between two levels' recorded counters, in the order a reader follows a load: the warp
+# instructions, the sectors they ask of L1, what L1 misses to L2, what reaches DRAM, and the time.
+COMPARISON: tuple[tuple[str, str, str, str], ...] = (  # (key, English, Chinese, unit)
+    ("global_load_requests", "global load instructions (warp requests)", "全局加载指令（线程束请求）", "million"),
+    ("global_load_sectors", "sectors those loads ask of L1", "这些加载向 L1 请求的扇区", "million"),
+    ("global_load_l1_hit_pct", "share of them that hit in L1", "其中在 L1 命中的比例", "%"),
+    ("l2_read_bytes", "bytes read from L2", "从 L2 读取的字节", "GB"),
+    ("dram_read_bytes", "bytes read from DRAM", "从 DRAM 读取的字节", "GB"),
+    ("dram_read_tbs", "DRAM read rate", "DRAM 读取速率", "TB/s"),
+    ("duration_ms", "kernel time under the profiler", "分析器下的内核耗时", "ms"),
+)
+
+
+def comparison(levels: Sequence[str | int] = ("01_naive", "02_smem_tiling")) -> list[dict[str, Any]]:
+    """The recorded counters of the levels' default settings side by side (at COUNTER_SIZE³): one row
+    per quantity of COMPARISON, with each level's value and the ratio first / last (how many times
+    fewer), and a last row with each level's largest stall reason."""
+    found = [find(get_level(lv).id) for lv in levels]
+    values = []
+    for r in found:
+        m = r["metrics"]
+        v = {**m, **derived(m)}
+        v["duration_ms"] = m["duration_ns"] / 1e6
+        v["dram_read_tbs"] = m["dram_read_bytes"] / m["duration_ns"] / 1e3
+        values.append(v)
+    scale = {"million": 1e-6, "GB": 1e-9, "%": 1.0, "TB/s": 1.0, "ms": 1.0}
+    rows = []
+    for key, en, zh, unit in COMPARISON:
+        vals = [v[key] * scale[unit] for v in values]
+        ratio = vals[0] / vals[-1] if vals[-1] and unit != "%" else None
+        rows.append({"key": key, "en": en, "zh": zh, "unit": unit, "values": vals, "ratio": ratio})
+    rows.append({"key": "top_stall", "en": "largest stall reason (warps waiting per issued instruction)",
+                 "zh": "最大的停顿原因（每条已发射指令对应的等待线程束数）", "unit": "",
+                 "values": [top_stalls(r["metrics"], 1)[0] for r in found], "ratio": None})
+    for row in rows:
+        row["levels"] = [r["level"] for r in found]
+        row["settings"] = [label(r) for r in found]
+        row["provenance"] = found[0]["provenance"]
+    return rows
 
 
 def format_table(rows: Iterable[Mapping[str, Any]]) -> str:

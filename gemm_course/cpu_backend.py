@@ -697,6 +697,7 @@ class CpuKernel:
                 finished.wait(0.05)
             except KeyboardInterrupt:  # stop the kernel, then wait for it: its buffers are freed after
                 interrupted = True
+            if interrupted:  # asked again every 50 ms: a launch that had not started yet clears the request
                 self._lib.gc_request_stop()
         if interrupted:
             raise KeyboardInterrupt(self._stopped())

@@ -50,7 +50,24 @@ def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     fit_top(fit_left(fig))
     if (fig.layout.margin.t or 0) < top:  # never less room above the plot than the figure asked for
         fig.update_layout(margin=dict(t=top), height=height)
+    _fit_x_title(fig)
     return fig
+
+
+def _fit_x_title(fig: go.Figure) -> None:
+    """The x axis title wrapped to the plot's width on a phone (plots.NARROW_PX), the bottom margin and the
+    figure growing by its extra lines (a one-line title past the right edge was cut off there)."""
+    from .plots import NARROW_PX, n_lines, wrap
+
+    xtitle = fig.layout.xaxis.title.text if fig.layout.xaxis.title else None
+    if not xtitle:
+        return
+    width = NARROW_PX - (fig.layout.margin.l or 60) - (fig.layout.margin.r or 20)
+    wrapped = wrap(xtitle, max(width, 150), 14)
+    extra = int((n_lines(wrapped) - n_lines(xtitle)) * 14 * 1.3)
+    fig.layout.xaxis.title.text = wrapped
+    if extra > 0:
+        fig.update_layout(margin=dict(b=(fig.layout.margin.b or 40) + extra), height=(fig.layout.height or 450) + extra)
 
 
 def _margin_t(fig: go.Figure) -> int:
@@ -61,26 +78,40 @@ PANEL_TITLE_SIZE = 12
 
 
 def _panel_layout(fig: go.Figure, title: str, plot_height: int, panels: int = 2) -> go.Figure:
-    """_base_layout for side-by-side panels: the figure title and each panel's title (the first
-    `panels` annotations, from make_subplots) wrapped to fit a narrow screen (plots.NARROW_PX), each
-    panel title within its own panel's width, one language a line; the top margin holds them all."""
+    """_base_layout for a figure of `panels` panels (make_subplots, one row): the panels are stacked, one
+    above the other and each the full width, so each keeps a usable size on a 360 px phone (side by side,
+    each got about 130 px). Each panel's title (the first `panels` annotations) sits above its panel and
+    its axis title below it, both wrapped to the narrow width (plots.NARROW_PX), one language a line; each
+    panel's plot area is `plot_height` × 0.7 px tall (square tiles keep their shape: plotly fits them in)."""
     from .plots import NARROW_PX, fit_top, n_lines, wrap
 
     fig = _base_layout(fig, title, plot_height + 110)
     plot_w = NARROW_PX - 60 - 20
-    lines = 1
-    for ann, axis in zip(fig.layout.annotations[:panels], ("xaxis", "xaxis2", "xaxis3")):
-        lo, hi = fig.layout[axis].domain
-        ann.text = wrap(ann.text, (hi - lo) * plot_w, PANEL_TITLE_SIZE)
+    axes = [("xaxis", "yaxis"), ("xaxis2", "yaxis2"), ("xaxis3", "yaxis3")][:panels]
+    blocks = []  # per panel: (title px, plot px, px below the plot for ticks and the axis title)
+    for ann, (xa, _) in zip(fig.layout.annotations[:panels], axes):
+        ann.text = wrap(ann.text, plot_w, PANEL_TITLE_SIZE)
         ann.font = dict(size=PANEL_TITLE_SIZE)
-        lines = max(lines, ann.text.count("<br>") + 1)
-        xtitle = fig.layout[axis].title.text
-        if xtitle:  # each panel's axis title within its panel, too
-            fig.layout[axis].title.text = wrap(xtitle, (hi - lo) * plot_w + 20, 14)
-    below = max(n_lines(fig.layout[a].title.text) for a in ("xaxis", "xaxis2"))
-    b = 40 + int((below - 1) * 14 * 1.3)
-    fig.update_layout(margin=dict(b=b), height=(fig.layout.height or 450) + b - 40)
-    return fit_top(fig, extra=int(lines * PANEL_TITLE_SIZE * 1.35) + 6)
+        xtitle = fig.layout[xa].title.text
+        if xtitle:
+            fig.layout[xa].title.text = wrap(xtitle, plot_w + 20, 14)
+        ticks = 22 if fig.layout[xa].showticklabels is not False else 4
+        below = ticks + (int(n_lines(fig.layout[xa].title.text) * 14 * 1.3) + 8 if xtitle else 0)
+        blocks.append((int(n_lines(ann.text) * PANEL_TITLE_SIZE * 1.35) + 10, int(plot_height * 0.7), below))
+    area = sum(t + h + b for t, h, b in blocks) - blocks[-1][2]  # the last panel's axis title: bottom margin
+    cursor = area
+    for ann, (xa, ya), (t, h, b) in zip(fig.layout.annotations[:panels], axes, blocks):
+        cursor -= t
+        top = cursor / area
+        cursor -= h
+        fig.layout[xa].domain = [0, 1]
+        fig.layout[ya].domain = [cursor / area, top]
+        ann.update(x=0.5, xanchor="center", xref="paper", y=top, yanchor="bottom", yref="paper")
+        cursor -= b
+    fig = fit_top(fig)
+    bottom = blocks[-1][2] + 12
+    fig.update_layout(margin=dict(b=bottom), height=int(fig.layout.margin.t + area + bottom))
+    return fig
 
 
 # --- C = A · B, one element ------------------------------------------------------------------------
@@ -234,22 +265,20 @@ def thread_map_figure(mapping: str = "cols", block_x: int = 32, block_y: int = 8
 
     n_rows = len({r for r, _ in lanes})
     n_cols = len({c for _, c in lanes})
-    what = {"cols": "threadIdx.x → column of C · threadIdx.x 对应 C 的列",
-            "rows": "threadIdx.x → row of C · threadIdx.x 对应 C 的行"}[mapping]
-    fig.add_annotation(
-        text=(f"{what}; blockDim = ({block_x}, {block_y})<br>red: warp {warp} of block {block}, "
-              f"{len(lanes)} elements in {n_rows} row(s) × {n_cols} column(s) · "
-              f"红色：该线程块的 {warp} 号线程束，{len(lanes)} 个元素，{n_rows} 行 × {n_cols} 列"),
-        xref="paper", yref="paper", x=0, y=1.02, yanchor="bottom", showarrow=False, xanchor="left",
-        align="left", font=dict(size=11, color="#444"))
+    from .plots import SEP, fit_top
+
+    # what the colours mean: one "English · 中文" line, the subtitle (a caption under the plot in the book)
+    en_what, zh_what = {"cols": ("column", "列"), "rows": ("row", "行")}[mapping]
+    key = (f"threadIdx.x → {en_what} of C; blockDim = ({block_x}, {block_y}); red: warp {warp} of block {block}, "
+           f"{len(lanes)} elements in {n_rows} row(s) × {n_cols} column(s)" + SEP +
+           f"threadIdx.x 对应 C 的{zh_what}；blockDim = ({block_x}, {block_y})；红色：线程块 {block} 的 {warp} 号线程束，"
+           f"{len(lanes)} 个元素，{n_rows} 行 × {n_cols} 列")
     fig.update_xaxes(title="column of C (n) · C 的列号", range=[-0.5, N - 0.5], showgrid=False,
                      zeroline=False, constrain="domain")
     fig.update_yaxes(title="row of C (m) · C 的行号", autorange="reversed", scaleanchor="x",
                      scaleratio=1, showgrid=False, zeroline=False)
     title = f'Level 1, mapping="{mapping}" · 第 1 级，mapping="{mapping}"'
-    fig = _base_layout(fig, title, 600)
-    fig.update_layout(margin=dict(t=100))
-    return fig
+    return fit_top(_base_layout(fig, title, 600), key)
 
 
 # --- the memory hierarchy --------------------------------------------------------------------------
@@ -297,13 +326,14 @@ def memory_hierarchy_figure(provenance: Optional[Mapping[str, Any]] = None) -> g
     fig.update_xaxes(type="log", range=[6, math.log10(3 * levels[-1][1])], tickvals=ticks,
                      ticktext=["1 MB", "10 MB", "100 MB", "1 GB", "10 GB", "100 GB", "1 TB"], title="capacity on the whole GPU (bytes, log scale from 1 MB) · 全 GPU 容量（字节，对数坐标，从 1 MB 起）")
     fig.update_yaxes(autorange="reversed", title="")
-    fig.add_annotation(
-        text=(f"{provenance['gpu']} ({arch}, {sms} SMs); faster and closer to the arithmetic at the top · "
-              "越靠上越快、离运算单元越近"),
-        xref="paper", yref="paper", x=0, y=1.08, showarrow=False, xanchor="left",
-        font=dict(size=11, color="#444"))
+    from .plots import fit_top
+
     fig = _base_layout(fig, "The memory hierarchy · 存储层次", 380)
-    fig.update_layout(margin=dict(l=260, r=20, t=80, b=50))
+    # the GPU and the reading order as the subtitle (a caption under the plot in the book), and the labels'
+    # own left margin (fit_left): a fixed 260 px one left a phone's plot 50 px wide
+    fit_top(fig, f"{provenance['gpu']} ({arch}, {sms} SMs); faster and closer to the arithmetic at the top · "
+                 f"{provenance['gpu']}（{arch}，{sms} 个 SM）；越靠上越快、离运算单元越近")
+    fig.update_layout(margin=dict(b=60), height=fig.layout.height + 20)
     return fig
 
 

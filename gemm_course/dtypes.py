@@ -5,6 +5,7 @@ Every level that takes bfloat16 reads a uint16 array that way; no level takes re
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 BFLOAT16 = "bfloat16"
@@ -24,7 +25,13 @@ def storage_dtype(name: str) -> str:
 
 def dtype_name(X: Any) -> str:
     """The element type an array holds, by name: "bfloat16" for uint16 storage, else its dtype."""
-    name = str(X.dtype)
+    return _type_name(X.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _type_name(dtype: Any) -> str:
+    # Remembered per dtype: str(dtype) runs Python code inside NumPy, and a repeated gemm() call asks often.
+    name = str(dtype)
     return BFLOAT16 if name == "uint16" else name
 
 

@@ -470,7 +470,7 @@ def record_accuracy(out_path: str | Path, Ks: Sequence[int] = DEFAULT_KS, M: int
     say = progress or (lambda _: None)
     path = Path(out_path)
     prov = provenance(METHOD.format(seed=seed, bits=", ".join(map(str, fraction_bits))))
-    prov["command"] = f"python -m gemm_course fp8 --accuracy --out {path}" + (
+    prov["command"] = f"python -m gemm_course fp8 --accuracy --out {path.name}" + (  # not the folder: it is this machine's
         "" if tuple(Ks) == DEFAULT_KS else f"  (K = {', '.join(map(str, Ks))})")
     result: dict[str, Any] = {"schema": 1, "provenance": prov, "records": [],
                               "fp8_outliers": [], "fp8_promotion": []}

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -161,11 +163,16 @@ def resolve_splits(splits: Any, M: int, N: int, K: int, sm_count: int = 132, blo
     return int(splits)
 
 
-def kernel_source() -> str:
-    """The CUDA C source of both kernels."""
+@functools.lru_cache(maxsize=1)
+def _kernel_path() -> Path:
     from .levels import KERNEL_DIR
 
-    return (KERNEL_DIR / KERNEL_FILE).read_text(encoding="utf-8")
+    return KERNEL_DIR / KERNEL_FILE
+
+
+def kernel_source() -> str:
+    """The CUDA C source of both kernels."""
+    return _kernel_path().read_text(encoding="utf-8")
 
 
 def _compile_options() -> tuple[str, ...]:
@@ -350,11 +357,118 @@ def _require_hopper() -> None:
 
 def _device_scales(s: Any, cupy: Any) -> Any:
     """Scales as a contiguous float32 CuPy array (from NumPy, CuPy or a plain number)."""
+    if _is_cupy(s) and s.dtype == np.float32 and s.flags.c_contiguous:
+        return s  # already what the kernel reads (its shape does not matter to a pointer): no conversion
     return cupy.ascontiguousarray(cupy.asarray(s, dtype=cupy.float32).reshape(-1))
+
+
+@functools.lru_cache(maxsize=32)
+def _tile_counters(tiles: int, device_id: int, stream: int) -> Any:
+    """Split-K's counters, one per tile, zero. Kept per GPU and stream: the kernel sets every counter back to
+    zero before it ends, and the launches on one stream run one after another, so the next launch finds them
+    zero (a stream of its own for concurrent calls)."""
+    import cupy
+
+    return cupy.zeros(tiles, dtype=cupy.int32)
 
 
 def _sm_count() -> int:
     return int(device.properties()["multiProcessorCount"])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What prepare() decides from a call's shapes, types and setting: kept for the calls that repeat it
+    (see _plan_key). It holds no array of the caller."""
+
+    M: int
+    N: int
+    K: int
+    kernel: Any
+    shared: int
+    block_m: int
+    block_n: int
+    n_splits: int  # 0: the per-tensor kernel (no split-K arguments)
+    tiles: int
+    grid: tuple[int, int, int]
+
+
+PREPARED_CACHE_SIZE = 64  # distinct calls remembered (least recently used dropped first)
+_PLANS: "OrderedDict[tuple, _Plan]" = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+
+
+def _plan_key(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: str, out: Any,
+              setting: dict[str, Any]) -> Optional[tuple]:
+    """Everything prepare()'s checks and decisions read, or None where an input is not an array (that call
+    is not remembered: its checks run and say what is wrong)."""
+    def matrix(x: Any) -> Optional[tuple]:  # type, shape, dtype, contiguity, and the start's 16-byte alignment
+        return None if x is None else (type(x), x.shape, x.dtype, x.flags.c_contiguous, _address(x) % ALIGNMENT)
+
+    def scales(s: Any) -> tuple:  # a number or an array: what _scale_array reads
+        return (type(s), getattr(s, "shape", None), getattr(s, "dtype", None), getattr(s, "size", 1))
+
+    try:
+        where = None
+        if device.gpu_available():
+            import cupy
+
+            where = cupy.cuda.runtime.getDevice()  # compute capability, SM count and kernel are per GPU
+        # the type beside each value: overlap=1 is refused where overlap=True is not
+        options = tuple((name, type(value), value) for name, value in sorted(setting.items()))
+        source_version = _kernel_path().stat().st_mtime_ns  # an edited kernel file is a new kernel
+        key = (scaling, options, matrix(a_bits), scales(a_scales), matrix(b_bits), scales(b_scales),
+               matrix(out), where, source_version)
+        hash(key)
+        return key
+    except (AttributeError, TypeError, OSError):
+        return None
+
+
+def _make_plan(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: str, out: Any, stages: Optional[int],
+               block_n: Optional[int], overlap: bool, splits: Any, block_m: Optional[int]) -> _Plan:
+    """Every check of a call, then its kernel and geometry."""
+    M, N, K = check_operands(a_bits, a_scales, b_bits, b_scales, scaling, out)
+    bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
+    stages = resolve_stages(scaling, stages, bn, bm)
+    _check_setting(scaling, block_n, overlap, splits, bm)
+    if scaling == "blockwise":
+        resolve_splits(splits, M, N, K, block_m=bm)  # a bad split count fails here, before a GPU is needed
+    _require_hopper()
+    for name, x in (("A bits", a_bits), ("B bits", b_bits), ("out", out)):
+        if x is not None and not _is_cupy(x):
+            raise TypeError(_bilingual(f"{name} must be a CuPy array on the GPU; convert it with cupy.asarray",
+                                       f"{name} 必须是 GPU 上的 CuPy 数组；请用 cupy.asarray 转换"))
+    from .compile import _compiled_kernel
+
+    kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages, bn, overlap, bm), ARCH)
+    units = tiles(M, N, scaling, bn, bm)
+    n_splits = resolve_splits(splits, M, N, K, _sm_count(), bm) if scaling == "blockwise" else 0
+    grid = (min(units * max(n_splits, 1), _sm_count()), 1, 1)  # persistent: at most one block per SM
+    return _Plan(M, N, K, kernel, shared_bytes(scaling, stages, bn, bm), bm, bn, n_splits, units, grid)
+
+
+def _planned(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: str, out: Any, **setting: Any) -> _Plan:
+    """The plan of this call: remembered from an identical earlier call, else made (every check runs)."""
+    key = _plan_key(a_bits, a_scales, b_bits, b_scales, scaling, out, setting)
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is not None:
+            _PLANS.move_to_end(key)
+    if plan is None:
+        plan = _make_plan(a_bits, a_scales, b_bits, b_scales, scaling, out, **setting)
+        if key is not None:
+            with _PLANS_LOCK:
+                _PLANS[key] = plan
+                while len(_PLANS) > PREPARED_CACHE_SIZE:
+                    _PLANS.popitem(last=False)
+    return plan
+
+
+def clear_prepared() -> None:
+    """Forget every remembered plan (the next call of each kind checks and compiles again)."""
+    with _PLANS_LOCK:
+        _PLANS.clear()
 
 
 def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
@@ -363,45 +477,34 @@ def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: 
     """Check, compile (cached), build the TMA maps; returns (launch, C).
 
     launch() runs the kernel once, writing C; nothing else happens per call, which is what a timing
-    loop wants. fp8_gemm() is prepare() then one launch.
+    loop wants. fp8_gemm() is prepare() then one launch. A call that repeats an earlier one (same shapes,
+    types, alignment, setting, out given or not, GPU) skips the checks and the kernel look-up; the tensor
+    maps (cached by address and shape), the scales, C and the split-K slices are this call's own, and the
+    tile counters, which the kernel leaves at zero, are kept per stream (_tile_counters).
     """
-    M, N, K = check_operands(a_bits, a_scales, b_bits, b_scales, scaling, out)
-    bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
-    stages = resolve_stages(scaling, stages, bn, bm)
-    _check_setting(scaling, block_n, overlap, splits, bm)
-    if scaling == "blockwise":
-        resolve_splits(splits, M, N, K, block_m=bm)  # a bad split count fails here, before a GPU is needed
-    _require_hopper()
+    plan = _planned(a_bits, a_scales, b_bits, b_scales, scaling, out, stages=stages, block_n=block_n,
+                    overlap=overlap, splits=splits, block_m=block_m)
     import cupy
 
-    for name, x in (("A bits", a_bits), ("B bits", b_bits), ("out", out)):
-        if x is not None and not _is_cupy(x):
-            raise TypeError(_bilingual(f"{name} must be a CuPy array on the GPU; convert it with cupy.asarray",
-                                       f"{name} 必须是 GPU 上的 CuPy 数组；请用 cupy.asarray 转换"))
-    from .compile import _compiled_kernel
     from .hopper import _device_tensor_map
 
-    kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages, bn, overlap, bm),
-                              ARCH)
-    shared = shared_bytes(scaling, stages, bn, bm)
-    kernel.max_dynamic_shared_size_bytes = shared  # above 48 KB a kernel must ask for its shared memory
+    M, N, K = plan.M, plan.N, plan.K
     dev = a_bits.device.id
     # Boxes of 128 bytes of k × the tile's rows: one TMA copy per operand per stage.
-    map_a = _device_tensor_map(a_bits.data.ptr, "uint8", M, K, bm, dev)
-    map_b = _device_tensor_map(b_bits.data.ptr, "uint8", N, K, bn, dev)
+    map_a = _device_tensor_map(a_bits.data.ptr, "uint8", M, K, plan.block_m, dev)
+    map_b = _device_tensor_map(b_bits.data.ptr, "uint8", N, K, plan.block_n, dev)
+    # The scales are read each call: a NumPy array's values may have changed since the last one.
     sa, sb = _device_scales(a_scales, cupy), _device_scales(b_scales, cupy)
     C = out if out is not None else cupy.empty((M, N), dtype=cupy.uint16)
     args: tuple = (map_a, map_b, sa, sb, C, np.int32(M), np.int32(N), np.int32(K))
-    units = tiles(M, N, scaling, bn, bm)
-    if scaling == "blockwise":
-        n_splits = resolve_splits(splits, M, N, K, _sm_count(), bm)
-        units *= n_splits
+    if plan.n_splits:
         # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order)
         # and a counter per tile, which starts at zero and which the kernel leaves at zero.
-        workspace = cupy.empty((n_splits, M, N) if n_splits > 1 else (1,), dtype=cupy.float32)
-        counters = cupy.zeros(tiles(M, N, scaling, bn, bm), dtype=cupy.int32)
-        args += (np.int32(n_splits), workspace, counters)
-    grid = (min(units, _sm_count()), 1, 1)  # persistent: at most one block per SM
+        workspace = cupy.empty((plan.n_splits, M, N) if plan.n_splits > 1 else (1,), dtype=cupy.float32)
+        counters = _tile_counters(plan.tiles, dev, cupy.cuda.get_current_stream().ptr)
+        args += (np.int32(plan.n_splits), workspace, counters)
+    kernel, grid, shared = plan.kernel, plan.grid, plan.shared
+    kernel.max_dynamic_shared_size_bytes = shared  # above 48 KB a kernel must ask for its shared memory
 
     def launch() -> None:
         kernel(grid, (THREADS, 1, 1), args, shared_mem=shared)

@@ -19,14 +19,15 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from . import fp8, fp8_gemm, results
+from .display_text import Fold, Shown, show as show_text, text as bilingual_text
 from .fp8_gemm import DTYPE, LEVEL_ID, STEPS
 
 # A published kernel of this kind: DeepGEMM, DeepSeek's open-source FP8 GEMM library with 1×128 / 128×128
-# scales and promotion, reports "1350+ FP8 TFLOPS" at its best on Hopper (README of
-# github.com/deepseek-ai/DeepGEMM, measured by its authors on H800 GPUs). A claim, not a measurement of this
-# course: the chapter quotes it only as a mark, and does not subtract a number measured on another GPU.
-PUBLISHED_FINE_GRAINED_TFLOPS = 1350.0
-PUBLISHED_FINE_GRAINED_SOURCE = "DeepGEMM (github.com/deepseek-ai/DeepGEMM), README: 1350+ FP8 TFLOPS on H800"
+# scales and promotion, reports "up to 1550 TFLOPS" on H800 GPUs (README of github.com/deepseek-ai/DeepGEMM,
+# news of 2025.04.18; its first release said "1350+"; measured by its authors). A claim, not a measurement of
+# this course: the chapter quotes it only as a mark, and does not subtract a number measured on another GPU.
+PUBLISHED_FINE_GRAINED_TFLOPS = 1550.0
+PUBLISHED_FINE_GRAINED_SOURCE = "DeepGEMM (github.com/deepseek-ai/DeepGEMM), README: up to 1550 TFLOPS on H800"
 
 SQUARE_SIZES = fp8_gemm.SQUARES                 # 4096³ and 8192³
 CHECK_SHAPES = ((1, 8, 16), (7, 13, 48), (129, 136, 1152), (300, 264, 1040))
@@ -442,9 +443,18 @@ def compile_table() -> Any:
 
     header = ["kernel · 内核", "registers per thread · 每线程寄存器", "spills · 溢出",
               "shared memory (dynamic + static) · 共享内存（动态 + 静态）", "blocks per SM · 每 SM 线程块"]
-    return table(header, [[r["kernel"], r["registers"], "yes · 有" if r["spills"] else "none · 无",
+    rows = compile_rows()
+    grid = table(header, [[r["kernel"], r["registers"], "yes · 有" if r["spills"] else "none · 无",
                            f"{r['dynamic_shared_bytes']} + {r['static_shared_bytes']} B", r["blocks_per_sm"]]
-                          for r in compile_rows()])
+                          for r in rows])
+    spills = sum(r["spills"] for r in rows)
+    regs = "/".join(sorted({str(r["registers"]) for r in rows}))
+    per_sm = "/".join(sorted({str(r["blocks_per_sm"]) for r in rows}))
+    return Fold(bilingual_text(f"Compile reports of the {len(rows)} FP8 kernels (sm_90a): {regs} registers, "
+                     f"{'no spills' if not spills else f'{spills} with spills'}, {per_sm} block per SM",
+                     f"{len(rows)} 个 FP8 内核的编译报告（sm_90a）：{regs} 个寄存器，"
+                     f"{'无溢出' if not spills else f'{spills} 个有溢出'}，每 SM {per_sm} 个线程块"),
+                grid.data)
 
 
 # --- the accuracy check ------------------------------------------------------------------------------
@@ -496,8 +506,6 @@ def check(shapes: Sequence[tuple[int, int, int]] = CHECK_SHAPES) -> list[dict[st
     """On a Hopper GPU: every step of the chapter on odd shapes, C poisoned with NaN first, against the
     float64 reference (error / allowed ≤ 1 passes). Elsewhere: the same check applied to a NumPy
     emulation of the blockwise kernel, correct and with two planted bugs. Shows a table; returns rows."""
-    from IPython.display import display
-
     from .diagrams import table
     from .dtypes import to_float64
 
@@ -531,11 +539,14 @@ def check(shapes: Sequence[tuple[int, int, int]] = CHECK_SHAPES) -> list[dict[st
                 ratio = _error_ratio(C, a_bits, a_s, b_bits, b_s, K, "blockwise")
                 rows.append({"shape": f"{M}×{N}×{K}", "what": what, "error_ratio": ratio, "passed": ratio <= 1})
         where_ = "no Hopper GPU: a NumPy emulation of the blockwise kernel · 没有 Hopper GPU：blockwise 内核的 NumPy 模拟"
-    print(where_)
-    display(table(["shape · 形状", "what ran · 运行内容", "max error / allowed · 最大误差 / 允许误差", "passed · 通过"],
-                  [[r["shape"], r["what"], f"{r['error_ratio']:.3g}", "yes · 是" if r["passed"] else "no · 否"]
-                   for r in rows]))
-    return rows
+    grid = table(["shape · 形状", "what ran · 运行内容", "max error / allowed · 最大误差 / 允许误差", "passed · 通过"],
+                 [[r["shape"], r["what"], f"{r['error_ratio']:.3g}", "yes · 是" if r["passed"] else "no · 否"]
+                  for r in rows])
+    passed = sum(r["passed"] for r in rows)
+    en, zh = where_.split(" · ", 1)
+    show_text(Fold(bilingual_text(f"Check ({en}): {len(rows)} rows, {passed} pass",
+                        f"正确性检查（{zh}）：{len(rows)} 行，{passed} 行通过"), grid.data))
+    return Shown(rows)
 
 
 # --- live --------------------------------------------------------------------------------------------
@@ -548,9 +559,10 @@ def live(size: int = 4096) -> list[dict[str, Any]]:
     from .plots import show
 
     if not _hopper():
-        print("The FP8 kernels need a Hopper GPU (sm_90a) and this runtime has none: the figures below show "
-              "the recorded H200 run. · FP8 内核需要 Hopper GPU（sm_90a），当前环境没有：下面的图展示 H200 上的实测结果。")
-        return []
+        show_text(bilingual_text("The FP8 kernels need a Hopper GPU (sm_90a) and this runtime has none: the figures below "
+                       "show the recorded H200 run.", "FP8 内核需要 Hopper GPU（sm_90a），当前环境没有：下面的图展示 "
+                       "H200 上的实测结果。"))
+        return Shown()
     run = fp8_gemm.record_fp8(None, [size], bf16_baselines=False)
     name = device.gpu_name()
     show(steps_figure(run["records"], subtitle=f"measured live on {name} · 在 {name} 上实时测量", sizes=(size,)))

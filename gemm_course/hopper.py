@@ -14,6 +14,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .dtypes import dtype_name
+from .levels import HOPPER_STEPS
+
 # CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h)
 _TMA_DTYPE = {"float16": 6, "bfloat16": 9, "float32": 7, "uint8": 0}  # uint8: FP8 e4m3 bytes (13_fp8)
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "uint8": 1}
@@ -68,8 +71,6 @@ def _device_tensor_map(address: int, type_name: str, rows: int, cols: int, box_r
 def tma_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, block_rows: int) -> tuple:
     """(map of A, map of B, C, M, N, K) for a kernel that reads k-tiles of 64 by TMA: A in boxes of
     block_rows rows × 64 k, B in boxes of 64 k × 64 n."""
-    from .dtypes import dtype_name
-
     type_name, dev = dtype_name(A), A.device.id
     map_a = _device_tensor_map(A.data.ptr, type_name, M, K, block_rows, dev)
     map_b = _device_tensor_map(B.data.ptr, type_name, K, N, BOX_INNER, dev)
@@ -78,9 +79,6 @@ def tma_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, block_rows: int) ->
 
 def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[str, Any]) -> tuple:
     """Level 11: (A, B, C, M, N, K) for step 1; tensor maps in place of A and B for the TMA steps."""
-    from .dtypes import dtype_name
-    from .levels import HOPPER_STEPS
-
     if params["step"] == 1:
         return (A, B, C, np.int32(M), np.int32(N), np.int32(K))
     map_a, map_b, *rest = tma_args(A, B, C, M, N, K, HOPPER_STEPS[params["step"]][0])

@@ -1,16 +1,21 @@
 """gemm(): validate, compile (cached), launch. The one way every notebook runs a level's kernel,
-on the GPU (CuPy) or, without one, on the CPU (cpu_backend: the same CUDA C source, emulated)."""
+on the GPU (CuPy) or, without one, on the CPU (cpu_backend: the same CUDA C source, emulated).
+A call that repeats an earlier one reuses what that one prepared (PreparedLaunch)."""
 from __future__ import annotations
 
+import functools
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from . import device
 from .compile import get_kernel
 from .dtypes import BFLOAT16, dtype_name, min_cc, storage_dtype
-from .levels import Launch, Level, get_level, levels
+from .levels import KERNEL_DIR, Launch, Level, get_level, levels
 
 MAX_GRID_YZ = 65535
 
@@ -149,8 +154,171 @@ def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, 
     if not lv.vector_width:
         return resolved
     w = lv.vector_width
-    aligned = K % w == 0 and N % w == 0 and all(_address(X) % (w * X.itemsize) == 0 for X in (A, B, C))
+    aligned = K % w == 0 and N % w == 0 and all(_vector_aligned(lv, X) for X in (A, B, C))
     return resolved | {"aligned": aligned}
+
+
+def _vector_aligned(lv: Level, X: Any) -> bool:
+    """Whether X starts on a whole vector of a level with a vector path (always true without one)."""
+    return not lv.vector_width or _address(X) % (lv.vector_width * X.itemsize) == 0
+
+
+# --- repeated calls: the prepared launch --------------------------------------------------------------
+#
+# Everything gemm() works out before the kernel starts (the setting resolved, the operands checked, the
+# geometry, the kernel compiled and looked up) depends only on what _call_key collects. A call whose key
+# was seen before takes the PreparedLaunch made then, so a loop of identical calls costs about what the
+# launch itself costs on the host; a call with any other key goes through every check, exactly as a first
+# call does. The checks exist once (_prepare); the key only decides whether they have already passed.
+
+PREPARED_CACHE_SIZE = 128  # distinct calls remembered (least recently used dropped first)
+
+
+@dataclass(frozen=True)
+class PreparedLaunch:
+    """What one call's shapes, types and setting decided: kept and reused by the calls that repeat it.
+
+    It holds no array of the caller (a cache must not keep GPU memory alive): A, B, C and the bias come
+    with each call, and the TMA levels' tensor maps come from hopper's cache, keyed by address and shape,
+    so a different pointer always gets its own map."""
+
+    level: Level
+    resolved: dict[str, Any]
+    batch: int
+    M: int
+    N: int
+    K: int
+    launch: Launch
+    c_shape: tuple[int, ...]
+    c_dtype: Any
+    c_vector_aligned: bool        # whether C started on a whole vector when prepared (see _prepared)
+    kernel_params: dict[str, Any]
+    kernel: Any = None            # the compiled kernel; None for the CPU backend
+
+    def arguments(self, A: Any, B: Any, C: Any, epilogue: Optional[Epilogue]) -> tuple:
+        """The kernel's arguments for this call's arrays."""
+        lv, M, N, K = self.level, self.M, self.N, self.K
+        if lv.kernel_args is not None:  # e.g. TMA tensor maps in place of the raw pointers
+            args = lv.kernel_args(A, B, C, M, N, K, self.kernel_params)
+        else:
+            args = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
+        if epilogue is not None:  # no bias: a null pointer, never read
+            bias = epilogue.bias if epilogue.bias is not None else np.uint64(0)
+            args += (bias, np.float32(epilogue.alpha), np.float32(epilogue.beta))
+        return args
+
+    def start(self, args: tuple) -> None:
+        """Launch the kernel (GPU) with arguments from arguments()."""
+        launch, kernel = self.launch, self.kernel
+        if launch.dynamic_shared_bytes > 48 * 1024:
+            # Above 48 KB a kernel must be allowed its shared memory. Set on every launch: one driver call,
+            # and another setting sharing this kernel may have set a different limit since.
+            kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
+        kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
+
+
+_PREPARED: "OrderedDict[tuple, PreparedLaunch]" = OrderedDict()
+_PREPARED_LOCK = threading.Lock()
+
+
+def clear_prepared() -> None:
+    """Forget every prepared launch (the next call of each kind checks and looks up everything again)."""
+    with _PREPARED_LOCK:
+        _PREPARED.clear()
+
+
+def _operand_key(lv: Level, X: Any) -> Optional[tuple]:
+    """What the checks read of an array: its type, shape (so its ndim), dtype, C-contiguity (with the shape,
+    that fixes the strides wherever they matter) and of its address what the level's alignment rule and its
+    vector path read. None for no array."""
+    if X is None:
+        return None
+    address = _address(X)
+    return (type(X), X.shape, X.dtype, X.flags.c_contiguous, address % lv.alignment if lv.alignment else 0,
+            _vector_aligned(lv, X))
+
+
+def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilogue: Optional[Epilogue],
+              source: Optional[str], backend: str) -> Optional[tuple]:
+    """Everything the checks and the preparation of a call read, or None where some input is not an array
+    (that call is not remembered: its checks run and say what is wrong)."""
+    try:
+        # The type beside each value: resolve() refuses BM=64.0 and bias=1, which equal 64 and True.
+        setting = tuple((name, type(value), value) for name, value in sorted(params.items()))
+        # Without source=, the level's file is compiled: an edit to it (its modification time) is a new kernel.
+        file_version = os.stat(_kernel_file(lv.source)).st_mtime_ns if source is None else None
+        if backend == "cuda":
+            import cupy
+
+            where: Any = cupy.cuda.runtime.getDevice()  # the compute capability, SM count and kernel are per GPU
+        else:
+            where = None
+        key = (lv.id, backend, where, source, file_version, setting, _operand_key(lv, A), _operand_key(lv, B),
+               _operand_key(lv, out), _operand_key(lv, epilogue.bias if epilogue is not None else None))
+        hash(key)  # an unhashable parameter value (a list, say): not remembered, resolve() names it
+        return key
+    except (AttributeError, TypeError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_file(source: str) -> str:
+    """The path of a level's CUDA file (Level.path), as a string made once: a repeated call stats it."""
+    return str(KERNEL_DIR / source)
+
+
+def _prepare(lv: Level, params: dict[str, Any], epilogue: Optional[Epilogue], A: Any, B: Any, out: Any,
+             source: Optional[str], xp: Any) -> tuple[PreparedLaunch, Any]:
+    """Every check of a call, then its geometry, output and kernel: (the prepared launch, C)."""
+    on_gpu = xp is not np
+    resolved = lv.resolve(**params)
+    batch, M, N, K = _check_operands(lv, resolved, A, B, out, xp)
+    if on_gpu:
+        _require_cc(lv, resolved, dtype_name(A))
+    else:
+        _require_small(batch, M, N, K)
+    _check_bias(epilogue, N, A.dtype, xp)
+    launch = _geometry(lv, resolved, M, N, K, batch)  # the same limits on the CPU as on a GPU
+    c_shape, c_dtype = A.shape[:-1] + (N,), xp.dtype(storage_dtype(lv.c_type(resolved, dtype_name(A))))
+    C = out if out is not None else xp.empty(c_shape, dtype=c_dtype)
+    kernel_params = _kernel_params(lv, resolved, A, B, C, N, K)
+    kernel = get_kernel(lv, kernel_params, source) if on_gpu else None
+    prepared = PreparedLaunch(lv, resolved, batch, M, N, K, launch, c_shape, c_dtype, _vector_aligned(lv, C),
+                              kernel_params, kernel)
+    return prepared, C
+
+
+def _prepared(lv: Level, params: dict[str, Any], epilogue: Optional[Epilogue], A: Any, B: Any, out: Any,
+              source: Optional[str], xp: Any, backend: str) -> tuple[PreparedLaunch, Any]:
+    """The prepared launch of this call and its C: remembered from an identical earlier call, else _prepare."""
+    key = _call_key(lv, params, A, B, out, epilogue, source, backend)
+    with _PREPARED_LOCK:
+        prepared = _PREPARED.get(key) if key is not None else None
+        if prepared is not None:
+            _PREPARED.move_to_end(key)
+    if prepared is not None and prepared.level is lv:  # the same object: a Level made elsewhere may reuse an id
+        if xp is np:  # the CPU backend's size limit comes from the environment, which may have changed
+            _require_small(prepared.batch, prepared.M, prepared.N, prepared.K)
+        if out is not None:
+            return prepared, out
+        C = xp.empty(prepared.c_shape, dtype=prepared.c_dtype)
+        # A fresh C's address decides one thing, a vector level's kernel; it is as the first one's as a rule
+        # (CuPy's pool: always); where it is not, this call is prepared from the start.
+        if _vector_aligned(lv, C) == prepared.c_vector_aligned:
+            return prepared, C
+    prepared, C = _prepare(lv, params, epilogue, A, B, out, source, xp)
+    if key is not None:
+        with _PREPARED_LOCK:
+            _PREPARED[key] = prepared
+            while len(_PREPARED) > PREPARED_CACHE_SIZE:
+                _PREPARED.popitem(last=False)
+    return prepared, C
+
+
+def _require_small(batch: int, M: int, N: int, K: int) -> None:
+    from . import cpu_backend
+
+    cpu_backend.require_small(max(batch, 1) * M * N * K, f"{batch}×{M}×{N}×{K}" if batch else f"{M}×{N}×{K}")
 
 
 def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = None,
@@ -172,32 +340,45 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     barriers, one of them writing, as cpu_backend.KernelRaceError (naming both lines); False
     skips the check (faster). source_name (CPU backend): the file name its messages give your source
     (default: the level's file name).
+    A call that repeats an earlier one (same level, setting, source, shapes, dtypes, contiguity, alignment,
+    out given or not, GPU) reuses what the earlier one prepared, so that it costs little more than the
+    launch on the host; any difference is checked in full.
     """
     lv = get_level(level)
     params, epilogue = _split_epilogue(lv, params)
-    resolved = lv.resolve(**params)
-    if resolve_backend(backend) == "cpu":
-        return _gemm_cpu(lv, resolved, A, B, out, source, epilogue, race_check, source_name)
-    device.require_gpu(f"running level {lv.id}")
+    backend = resolve_backend(backend)
+    if backend == "cpu":
+        return _gemm_cpu(lv, params, A, B, out, source, epilogue, race_check, source_name)
+    _require_gpu(lv, params)
     import cupy
 
-    batch, M, N, K = _check_operands(lv, resolved, A, B, out, cupy)
-    _require_cc(lv, resolved, dtype_name(A))
-    _check_bias(epilogue, N, A.dtype, cupy)
-    launch = _geometry(lv, resolved, M, N, K, batch)
-    C = out if out is not None else cupy.empty(A.shape[:-1] + (N,), dtype=storage_dtype(lv.c_type(resolved, dtype_name(A))))
-    kernel_params = _kernel_params(lv, resolved, A, B, C, N, K)
-    kernel = get_kernel(lv, kernel_params, source)
-    if launch.dynamic_shared_bytes > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
-    args: tuple = (A, B, C, np.int32(M), np.int32(N), np.int32(K))
-    if lv.kernel_args is not None:  # e.g. TMA tensor maps in place of the raw pointers
-        args = lv.kernel_args(A, B, C, M, N, K, kernel_params)
-    if epilogue is not None:  # no bias: a null pointer, never read
-        bias = epilogue.bias if epilogue.bias is not None else np.uint64(0)
-        args += (bias, np.float32(epilogue.alpha), np.float32(epilogue.beta))
-    kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
+    prepared, C = _prepared(lv, params, epilogue, A, B, out, source, cupy, backend)
+    prepared.start(prepared.arguments(A, B, C, epilogue))
     return C
+
+
+def prepare(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = None,
+            source: Optional[str] = None, **params: Any) -> tuple[Callable[[], None], Any]:
+    """gemm() in two parts, on the GPU: everything before the kernel now, and a function that starts the
+    kernel, nothing else, each time it is called. Returns (launch, C).
+
+    What the timing harness times as "the kernel"; a repeated gemm() call should cost little more (see
+    host_cost.host_cost)."""
+    lv = get_level(level)
+    params, epilogue = _split_epilogue(lv, params)
+    _require_gpu(lv, params)
+    import cupy
+
+    prepared, C = _prepared(lv, params, epilogue, A, B, out, source, cupy, "cuda")
+    args = prepared.arguments(A, B, C, epilogue)
+    return (lambda: prepared.start(args)), C
+
+
+def _require_gpu(lv: Level, params: dict[str, Any]) -> None:
+    """Without a GPU, a wrong setting is named first (as with one), then the missing GPU."""
+    if not device.gpu_available():
+        lv.resolve(**params)
+        device.require_gpu(f"running level {lv.id}")
 
 
 def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
@@ -217,7 +398,7 @@ def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
             "recorded results for this one.")
 
 
-def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, source: Optional[str],
+def _gemm_cpu(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, source: Optional[str],
               epilogue: Optional[Epilogue], race_check: bool = True, source_name: Optional[str] = None) -> Any:
     from . import cpu_backend
 
@@ -226,12 +407,8 @@ def _gemm_cpu(lv: Level, resolved: dict[str, Any], A: Any, B: Any, out: Any, sou
         if type(X).__module__.split(".")[0] == "cupy":
             raise TypeError(f"{name} is a CuPy array, but backend='cpu' takes NumPy arrays; "
                             f"pass {name}.get() (or cupy.asnumpy({name})), or use backend='cuda'")
-    batch, M, N, K = _check_operands(lv, resolved, A, B, out, np)
-    cpu_backend.require_small(max(batch, 1) * M * N * K, f"{max(batch, 1)}×{M}×{N}×{K}" if batch else f"{M}×{N}×{K}")
-    _check_bias(epilogue, N, A.dtype, np)
-    launch = _geometry(lv, resolved, M, N, K, batch)  # the same limits as on a GPU
-    C = out if out is not None else np.empty(A.shape[:-1] + (N,), dtype=storage_dtype(lv.c_type(resolved, dtype_name(A))))
+    prepared, C = _prepared(lv, params, epilogue, A, B, out, source, np, "cpu")
     extra = [] if epilogue is None else [epilogue.bias, epilogue.alpha, epilogue.beta]
-    cpu_backend.run_level(lv, _kernel_params(lv, resolved, A, B, C, N, K), A, B, C, source, extra_args=extra,
-                          launch=launch, race_check=race_check, source_name=source_name)
+    cpu_backend.run_level(lv, prepared.kernel_params, A, B, C, source, extra_args=extra,
+                          launch=prepared.launch, race_check=race_check, source_name=source_name)
     return C

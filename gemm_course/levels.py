@@ -115,14 +115,16 @@ class Level:
         if unknown:
             raise ValueError(
                 f"level {self.id} has no parameter {', '.join(unknown)}; "
-                f"its parameters are: {', '.join(known) or '(none)'}"
+                f"its parameters are: {', '.join(known) or '(none)'} / "
+                f"{self.id} 没有参数 {', '.join(unknown)}；它的参数是：{', '.join(known) or '（无）'}"
             )
         resolved = self.defaults | params
         for name, value in resolved.items():
             choices = known[name].choices
             if not any(type(value) is type(c) and value == c for c in choices):  # 64.0 is not 64, True not 1
                 raise ValueError(
-                    f"level {self.id}: {name}={value!r} is not allowed; choose one of {list(choices)}"
+                    f"level {self.id}: {name}={value!r} is not allowed; choose one of {list(choices)} / "
+                    f"{self.id}：不允许 {name}={value!r}；可选值为 {list(choices)}"
                 )
         problems = self.rules(resolved)
         threads = self.geometry(1, 1, 1, resolved).threads_per_block
@@ -132,8 +134,9 @@ class Level:
                 f"每个线程块 {threads} 个线程，超过了硬件上限 {MAX_THREADS_PER_BLOCK}",
             ))
         if problems:
-            detail = "; ".join(f"{en} / {zh}" for en, zh in problems)
-            raise ValueError(f"level {self.id} with {resolved}: {detail}")
+            # "English / 中文" in two halves, as every one-line message: a cell shows one of them
+            raise ValueError(f"level {self.id} with {resolved}: {'; '.join(en for en, _ in problems)} / "
+                             f"{self.id}（{resolved}）：{'；'.join(zh for _, zh in problems)}")
         return resolved
 
     def runs_on(self, cc: int) -> bool:
@@ -506,8 +509,9 @@ def _warp_sweep(p: Mapping[str, Any]) -> bool:
             and (p["frag_buffers"], p["stepped"], p["unroll_k"]) in pipelines)
 
 
-# The best setting of the recorded 4096³ sweep: 64×256 block tiles of 4 warps with 64×64 warp tiles
-# (253 registers, 2 blocks and 8 warps per SM); recorded at every size beside the default.
+# 64×256 block tiles of 4 warps with 64×64 warp tiles (253 registers, 2 blocks and 8 warps per SM): the best
+# setting of the sweep when it was chosen, second in today's recorded 4096³ sweep (after 128×256 with one block
+# per SM, within 1.5%); recorded at every size beside the default, and the base of the last three showcase settings.
 TUNED_WARP_TILING: Mapping[str, Any] = {"BM": 64, "BN": 256, "WM": 64, "WN": 64}
 
 WARP_TILING = Level(
@@ -532,10 +536,11 @@ WARP_TILING = Level(
               "from shared memory while the FMAs of step k run (and the next k-tile's first ones across "
               "the barrier)", "片段寄存器的份数：2 表示在第 k 步的 FMA 执行时，从共享内存读取第 k+1 步的 A、B "
               "值（跨过屏障时读取下一个 k 分块的第一步）"),
-        Param("stepped", False, (False, True), "global loads start from one pointer per operand that moves by a "
-              "k-tile per step, instead of recomputing each load's 64-bit address and bounds (vector path)",
-              "全局加载从每个操作数的一个指针出发，该指针每步前移一个 k 分块，而不是为每次加载重新计算 64 位地址与"
-              "边界（向量路径）"),
+        Param("stepped", False, (False, True), "global loads start from one address per operand (kept as an integer, "
+              "made a pointer only after its bounds check) that moves by a k-tile per step, instead of recomputing each "
+              "load's 64-bit address and bounds (vector path)",
+              "全局加载从每个操作数的一个地址出发（以整数保存，通过边界检查后才变成指针），该地址每步前移一个 k 分块，"
+              "而不是为每次加载重新计算 64 位地址与边界（向量路径）"),
         Param("unroll_k", 0, (0, 8), "k steps per copy of the unrolled loop body: 0 unrolls the whole k-tile (BK "
               "steps of straight code); 8 runs it as BK/8 passes over 8 steps, less code for the instruction cache",
               "展开后循环体每份包含的 k 步数：0 表示把整个 k 分块（BK 步）展开成直线代码；8 表示分 BK/8 趟执行同一份 "
@@ -983,7 +988,7 @@ HOPPER = Level(
     id="11_hopper_wgmma",
     number=11,
     title_en="Hopper: wgmma, TMA and warp specialization",
-    title_zh="Hopper：wgmma、TMA 与线程束专用化",
+    title_zh="Hopper：wgmma、TMA 与 warp 特化",
     source="11_hopper_wgmma.cu",
     params=(
         Param("step", 4, (1, 2, 3, 4, 5, 6),

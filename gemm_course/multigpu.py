@@ -527,7 +527,7 @@ def bench_multigpu(sizes: Sequence[int] = (8192, 16384), gpu_counts: Optional[Se
     if have == 0:
         raise RuntimeError("Level 12 runs on GPUs and none is visible here; its recorded 2×H200 results are in "
                            "the Level 12 notebook (python -m gemm_course summary shows the single-GPU levels) · "
-                           "第 12 级需要 GPU，这里一个也看不到；记录下来的 2×H200 结果在第 12 级的 notebook 里")
+                           "第 12 级需要 GPU，这里一个也看不到；记录下来的 2×H200 结果在第 12 级的笔记本里")
     import cupy
 
     from .bench import METHOD, _write_json, provenance, time_gpu

@@ -323,6 +323,16 @@ def paper_rows(data: Sequence[Mapping[str, Any]], n: int = 16384, gpus: Sequence
     return paper_models(cal["links"], n, rate, gpus, network_gbs)
 
 
+# the scheme and scope names as table cells show them, "English · 中文": one language per mode
+_CELL_ZH = {"row split": "行划分", "end to end": "端到端", "even start": "均匀起点", "algorithm": "算法本身",
+            "one GPU": "单 GPU"}
+
+
+def _cell(name: str) -> str:
+    zh = _CELL_ZH.get(name)
+    return f"{name} · {zh}" if zh else name
+
+
 def paper_table(data: Sequence[Mapping[str, Any]], separate_machines: bool = False, n: int = 16384,
                 gpus: Sequence[int] = (2, 4, 8), network_gbs: float = NETWORK_GBS):
     """The model at n³ on P GPUs (on paper beyond what was measured): GB each GPU receives in each scope
@@ -338,7 +348,7 @@ def paper_table(data: Sequence[Mapping[str, Any]], separate_machines: bool = Fal
             if (scheme, P, "end to end") not in pick:
                 continue
             e2e, even, alg = (pick[scheme, P, s] for s in ("end to end", "even start", "algorithm"))
-            body.append([P, scheme, _gb(alg["bytes_per_gpu"]), _gb(even["bytes_per_gpu"]),
+            body.append([P, _cell(scheme), _gb(alg["bytes_per_gpu"]), _gb(even["bytes_per_gpu"]),
                          _gb(e2e["bytes_per_gpu"]), _gb(e2e["lower_bound_bytes"]),
                          f"{alg['model_tflops']:.1f}", f"{even['model_tflops']:.1f}", f"{e2e['model_tflops']:.1f}"])
     return table(["GPUs · GPU 数", "scheme · 方案", "GB/GPU algorithm · 算法本身", "GB/GPU even start · 均匀起点",
@@ -352,9 +362,11 @@ def scopes_table(data: Sequence[Mapping[str, Any]]):
 
     body = []
     for c in comparison(data):
-        note = " (phase)" if c["from_phases"] else ""
-        body.append([c["gpus"], f"{c['scheme']} {c['n']}³ {c['local']}", c["scope"],
-                     f"{c['measured_ms']:.2f}{note}", f"{c['model_ms']:.2f}",
+        run = f"{c['scheme']} {c['n']}³ {c['local']}"
+        zh_run = f"{_CELL_ZH.get(c['scheme'], c['scheme'])} {c['n']}³ {c['local']}"
+        measured = f"{c['measured_ms']:.2f}"
+        body.append([c["gpus"], f"{run} · {zh_run}" if zh_run != run else run, _cell(c["scope"]),
+                     f"{measured} (phase) · {measured}（阶段）" if c["from_phases"] else measured, f"{c['model_ms']:.2f}",
                      f"{c['measured_tflops']:.1f}", f"{c['model_tflops']:.1f}"])
     return table(["GPUs · GPU 数", "run · 运行", "scope · 范围", "measured ms · 实测 ms", "model ms · 模型 ms",
                   "measured TFLOPS · 实测 TFLOPS", "model TFLOPS · 模型 TFLOPS"], body)
@@ -536,8 +548,9 @@ def simulated_check(shapes: Sequence[tuple[int, int, int]] = ((96, 64, 256), (97
     the GEMMs. Every GPU's copy of Y must be written, equal the others', and be within the tolerance."""
     import numpy as np
 
-    from .diagrams import table
     from . import tensor_parallel as tp
+    from .diagrams import table
+    from .display_text import Fold, text
 
     rng = np.random.default_rng(seed)
     body = []
@@ -560,9 +573,13 @@ def simulated_check(shapes: Sequence[tuple[int, int, int]] = ((96, 64, 256), (97
                     tol = tp.layer_tolerance("float32", H, F, P)
                     ok = err <= tol and same and unwritten == 0
                     body.append([f"{M}×{H}×{F}", P, form, c, f"{err:.1e}", f"{tol:.1e}",
-                                 "yes · 是" if same else "no · 否", unwritten, "ok" if ok else "WRONG"])
-    return table(["M×H×F", "GPUs · GPU 数", "form · 形式", "chunks · 分块", "error · 误差", "tolerance · 容差",
+                                 "yes · 是" if same else "no · 否", unwritten, "ok · 通过" if ok else "WRONG · 错误"])
+    grid = table(["M×H×F", "GPUs · GPU 数", "form · 形式", "chunks · 分块", "error · 误差", "tolerance · 容差",
                   "replicas equal · 副本一致", "unwritten · 未写入", "verdict · 结论"], body)
+    wrong = sum(row[-1] != "ok · 通过" for row in body)
+    verdict = text("all pass", "全部通过") if not wrong else text(f"{wrong} wrong", f"{wrong} 个错误")
+    return Fold(text(f"Check of the simulated split: {len(body)} runs, {verdict.en}",
+                     f"模拟切分的正确性检查：{len(body)} 次运行，{verdict.zh}"), grid.data, open=bool(wrong))
 
 
 def pipeline_schedule(compute_s: Sequence[float], comm_s: Sequence[float], overlap: bool = True) -> list[dict]:
@@ -656,8 +673,8 @@ def pipeline_figure(data: Sequence[Mapping[str, Any]], gpus: int = 8, chunks: in
     fig.update_xaxes(title="ms (model) · 毫秒（模型）")
     hidden = m["overlap_fraction"]
     fig = _base_layout(fig, f"one MLP block in {chunks} chunks on {gpus} GPUs (model) · {gpus} 个 GPU 上分成 "
-                            f"{chunks} 块的一个 MLP 块（模型）", 260)
-    fig.update_layout(margin=dict(l=130, r=10, b=50))
+                            f"{chunks} 块的一个 MLP 块（模型）", 290)
+    fig.update_layout(margin=dict(r=10, b=50))  # the lanes' labels keep fit_left's margin: the bars 200+ px on a phone
     measured = tp_measured_overlap(data, dtype, gpus)
     seen = "; ".join(f"{form} {frac:.0%}" for form, frac in sorted(measured.items()))
     note = (f"; measured: {seen} · 实测：{seen}") if seen else ""
@@ -676,10 +693,10 @@ def tp_table(data: Sequence[Mapping[str, Any]], gpus: Sequence[int] = (2, 4, 8),
         body = []
         for r in sorted(measured, key=lambda r: (r["dtype"], r["gpus"], r.get("form", ""), r["chunks"], r["overlap"])):
             frac = r.get("overlap_fraction_raw")
-            body.append([r["dtype"], r["gpus"], r.get("form", ""), r["chunks"], "yes · 是" if r["overlap"] else "no · 否",
+            body.append([r["dtype"], r["gpus"], _cell(r.get("form", "")), r["chunks"], "yes · 是" if r["overlap"] else "no · 否",
                          f"{r['median_ms']:.3f}", f"{r['model_ms']:.3f}", f"{r['tflops']:.0f}", f"{r['model_tflops']:.0f}",
                          "" if frac is None or not r["overlap"] else f"{frac:.0%}",
-                         "ok" if r.get("passed") else "WRONG"])
+                         "ok · 通过" if r.get("passed") else "WRONG · 错误"])
         return table(["dtype", "GPUs · GPU 数", "form · 形式", "chunks · 分块", "overlap · 重叠", "measured ms · 实测 ms",
                       "model ms · 模型 ms", "measured TFLOPS · 实测", "model TFLOPS · 模型", "hidden · 隐藏比例",
                       "check · 校验"], body)
@@ -709,7 +726,9 @@ def show_splits(model_gpus: Sequence[int] = (1, 2, 4, 8), show: Optional[Any] = 
 
     data = runs()
     if not data:
-        print("No recorded multi-GPU runs. · 没有已记录的多 GPU 测量。")
+        from .display_text import show as show_text, text
+
+        show_text(text("No recorded multi-GPU runs.", "没有已记录的多 GPU 测量。"))
         return []
     show(scaling_figure(data, model_gpus))
     show(phases_figure(data))

@@ -32,6 +32,12 @@ def _say(en: str, zh: str) -> None:
     show_text(note(html.escape(en), html.escape(zh), en, zh))
 
 
+def say(en: str, zh: str) -> None:
+    """Show one line of a cell's result in the language in force (both halves for the book's switch); a
+    cell's `print("English · 中文")` would show both languages in every mode."""
+    _say(en, zh)
+
+
 def _lines_fold(lines: Sequence[str], en: str, zh: str) -> None:
     """Numbers printed beside a chart, folded: they back the chart and the text, line by line."""
     if lines:
@@ -469,6 +475,24 @@ def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512,
     return Shown(rows)
 
 
+def tail_schedules(sizes: Sequence[int] = (1024, 2048, 4096, 8192), tile: tuple[int, int, int] = (128, 256, 64),
+                   sm_count: int = 132) -> list[dict]:
+    """Level 11's whole-tile schedule beside stream-K's even split of the k-iterations, per square size
+    (models.tail_schedule): a model, not a measurement; no kernel of the course runs stream-K."""
+    from .models import tail_schedule
+
+    rows = [{"size": n, **tail_schedule(n, n, n, *tile, sm_count)} for n in sizes]
+    cells = [[f"{r['size']}³", str(r["tiles"]), f"{r['waves']:.2f}", str(r["rounds"]), f"{r['data_parallel_busy']:.0%}",
+              f"{r['stream_k_tiles']:.2f}", f"{r['stream_k_saving']:.1%}", str(r["split_tiles"])] for r in rows]
+    show_text(Table([text("size", "规模"), text("tiles", "分块数"), text("waves", "波次"),
+                     text("rounds, whole tiles", "整块调度的轮数"), text("slots used", "槽位利用率"),
+                     text("stream-K: tiles of work per SM", "stream-K：每个 SM 的工作量（分块）"),
+                     text("time saved at best", "最多节省的时间"), text("tiles split (fixups)", "被拆分的分块（需合并）")],
+                    cells, caption=text(f"a model: {tile[0]}×{tile[1]} tiles, k-iterations of {tile[2]}, {sm_count} SMs",
+                                        f"模型：{tile[0]}×{tile[1]} 分块，每次 k 迭代 {tile[2]}，{sm_count} 个 SM")))
+    return Shown(rows)
+
+
 def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[dict]:
     """Every level's default setting against cuBLAS over sizes (recorded, or live on a GPU), and the
     seed guide's claimed percentages beside our measured ones."""
@@ -507,7 +531,7 @@ def ladder(sizes: Sequence[int] = (256, 512, 1024, 2048, 4096, 8192)) -> list[di
     ours = {r["level"]: r["ratio_to_cublas"] for r in records if r["M"] == n_claim and r["level"] != "cublas"}
     lv_ids = [lv.id for lv in levels() if not lv.uses_tensor_cores and (lv.id in results.SEED_CLAIMS or lv.id in ours)]
     fig = go.Figure([
-        go.Bar(name="seed guide's claim (RTX 3080, 1024³) · 原教程声称", x=lv_ids,
+        go.Bar(name="the original guide's claim (RTX 3080, 1024³) · 最初那份指南的声称", x=lv_ids,
                y=[results.SEED_CLAIMS.get(i) for i in lv_ids], marker_color="#bbbbbb"),
         go.Bar(name=f"measured here ({n_claim}³) · 本课程实测", x=lv_ids, y=[ours.get(i) for i in lv_ids],
                marker_color="#1f77b4")])
@@ -814,6 +838,38 @@ def predict_vs_measure(level: str | int | Level, settings: Optional[Sequence[dic
     return Shown([{"setting": label, **r} for label, rows in shown for r in rows])
 
 
+def counter_comparison(*levels: str | int) -> list[dict]:
+    """Two levels' recorded Nsight Compute counters side by side, default settings at 4096³ (default:
+    Level 1 and Level 2): load instructions, sectors asked of L1, L2 and DRAM bytes, time, top stall."""
+    from . import counters
+
+    rows = counters.comparison(levels or ("01_naive", "02_smem_tiling"))
+    numbers = [int(i.split("_")[0]) for i in rows[0]["levels"]]
+    unit_zh = {"million": "百万"}
+
+    def cell(row: dict, v: Any) -> str:
+        if row["key"] == "top_stall":
+            return f"{v[0]} {v[1]:.1f}"
+        return f"{v:,.0f}" if row["unit"] == "million" else f"{v:.1f}" if row["unit"] in ("%", "ms") else f"{v:.2f}"
+
+    body = [[text(f"{r['en']} ({r['unit']})" if r["unit"] else r["en"],
+                  f"{r['zh']}（{unit_zh.get(r['unit'], r['unit'])}）" if r["unit"] else r["zh"]),
+             *(cell(r, v) for v in r["values"]), f"{r['ratio']:.2f}×" if r["ratio"] else "–"] for r in rows]
+    head = [text("counter", "计数器"), *(text(f"Level {n}", f"第 {n} 级") for n in numbers),
+            text(f"Level {numbers[0]} ÷ Level {numbers[-1]}", f"第 {numbers[0]} 级 ÷ 第 {numbers[-1]} 级")]
+    prov = rows[0]["provenance"]
+    params = [results._complete(lv, {}) for lv in rows[0]["levels"]]
+    settings = [", ".join(f"{k}={v}" for k, v in p.items()) for p in params]
+    show_text(Table(head, body, caption=text(
+        "Default settings (" + "; ".join(f"Level {n}: {s}" for n, s in zip(numbers, settings)) + f"), "
+        f"{counters.COUNTER_SIZE}³, recorded with Nsight Compute on {prov['gpu']}, {prov['date'][:10]}; "
+        f"`{results.command_line(prov)}`",
+        "默认配置（" + "；".join(f"第 {n} 级：{s}" for n, s in zip(numbers, settings)) + "），"
+        f"{counters.COUNTER_SIZE}³，用 Nsight Compute 记录于 {prov['gpu']}，"
+        f"{prov['date'][:10]}；`{results.command_line(prov)}`")))
+    return Shown(rows)
+
+
 def _format_value(key: str, value: Optional[float]) -> str:
     if value is None:
         return "–"
@@ -929,11 +985,43 @@ def solution(exercise_id: str) -> Any:
     """The reference solution, folded: open it after you have tried."""
     from .exercises import get_exercise
 
-    code = html.escape(get_exercise(exercise_id).solution)
+    code = html.escape(_comments_in_language(get_exercise(exercise_id).solution))
     fold = Fold(text("Show the reference solution", "查看参考答案"),
                 f"<pre><code class='language-cuda'>{code}</code></pre>")
     show_text(_Solution(fold))
     return None
+
+
+def _comments_in_language(source: str) -> str:
+    """A solution whose comments come in pairs (English lines, then their Chinese lines) with the other
+    language's half left out after language("en") or language("zh"); as written otherwise."""
+    import re
+
+    from .bilingual import current_language
+    from .display_text import has_cjk
+
+    lang = current_language()
+    if lang == "both":
+        return source
+    comment = re.compile(r"^\s*(#|//)")
+    lines, out, i = source.splitlines(), [], 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and comment.match(lines[j]) and not has_cjk(lines[j]):
+            j += 1
+        k = j
+        while k < len(lines) and comment.match(lines[k]) and has_cjk(lines[k]):
+            k += 1
+        if j > i and k > j:  # an English comment block followed by its Chinese twin
+            out += lines[i:j] if lang == "en" else lines[j:k]
+            i = k
+        elif k > j:  # Chinese comment lines alone: kept in Chinese mode only
+            out += lines[j:k] if lang == "zh" else []
+            i = k
+        else:
+            out += lines[i:j] or [lines[i]]
+            i = max(j, i + 1)
+    return "\n".join(out) + ("\n" if source.endswith("\n") else "")
 
 
 class _Solution:
@@ -955,3 +1043,131 @@ def show_error(err: BaseException) -> None:
     name = type(err).__name__
     show_text(note(f"<code>{name}</code>: {html.escape(message.en)}", f"<code>{name}</code>：{html.escape(message.zh)}",
                    f"{name}: {message.en}", f"{name}：{message.zh}"))
+
+
+# --- small outputs a cell used to print -------------------------------------------------------------
+
+def shape_rules(level: str | int | Level, M: int, N: int, K: int, **params: Any) -> list:
+    """Ask a level's shape rule (its preconditions on M, N, K) without running anything: shows each
+    broken rule as one line in the language in force, or that the shape is accepted; returns the
+    (English, Chinese) pairs the rule gave (empty: accepted)."""
+    lv = get_level(level)
+    rules = lv.shape_rules(M, N, K, lv.resolve(**params))
+    shape = f"{M}×{N}×{K}"
+    if not rules:
+        _say(f"{lv.id} accepts {shape}.", f"{lv.id} 接受 {shape}。")
+    for en, zh in rules:
+        show_text(note(f"<code>{html.escape(shape)}</code>: {html.escape(en)}",
+                       f"<code>{html.escape(shape)}</code>：{html.escape(zh)}", f"{shape}: {en}", f"{shape}：{zh}"))
+    return Shown(rules)
+
+
+def cuda_headers() -> None:
+    """Where the CUDA headers of the Tensor Core levels come from here (which wheel or toolkit), one line
+    each, in the language in force; no machine paths."""
+    from .compile import cuda_headers_report
+
+    for line in cuda_headers_report():
+        headers, sep, source = line.partition(": from ")
+        if not sep:  # no headers: the one-line message saying how to install them
+            show_text(from_message(line))
+            continue
+        source_zh = source.replace("the ", "", 1).replace(" wheel", " wheel 包").replace("a CUDA toolkit", "CUDA 工具包")
+        _say(f"{headers}: from {source}", f"{headers}：来自 {source_zh}")
+
+
+def listing(source: str, name: str, language: str = "python", open: bool = False) -> Fold:  # noqa: A002
+    """A source listing (Python or CUDA) folded behind a toggle that names it and its length; open=True
+    shows it unfolded. The cell's last line: `gc.notebook.listing(inspect.getsource(f), "f")`."""
+    n = len(source.splitlines())
+    return Fold(text(f"Source: {name}, {n} lines (the full listing)", f"源码：{name}，共 {n} 行（完整代码）"),
+                code_block(_comments_in_language(source), language), open=open)
+
+
+def block_order() -> list[dict]:
+    """Level 8 with the grouped block order (group_m=8) and the plain one (group_m=1), for the default and
+    the 64×256 tile: the recorded times at 4096³ and 8192³ (one run) and the 4096³ counters (L2 hit rate,
+    DRAM read, issue-active cycles), as one table."""
+    from . import counters
+
+    lv = get_level("08_warp_tiling")
+    rows, cells = [], []
+    for setting in ({}, {"BM": 64, "BN": 256, "WN": 64}):
+        for g in (8, 1):
+            p = lv.resolve(**setting, group_m=g)
+            ms = [results.find(lv.id, n, file="h200_experiments.json", **p)["median_ms"] for n in (4096, 8192)]
+            m = counters.find(lv.id, **p)["metrics"]
+            name = changed_params(lv.defaults, dict(setting)) or "default"
+            rows.append({"setting": name, "group_m": g, "ms_4096": ms[0], "ms_8192": ms[1], **{
+                k: m[k] for k in ("l2_hit_pct", "dram_read_bytes", "issue_active_pct")}})
+            cells.append([text(name, "默认") if name == "default" else name, str(g), f"{ms[0]:.3f}", f"{ms[1]:.2f}",
+                          f"{m['l2_hit_pct']:.1f}%", f"{m['dram_read_bytes'] / 1e9:.2f}", f"{m['issue_active_pct']:.0f}%"])
+    prov = results.find(lv.id, 4096, file="h200_experiments.json", **lv.resolve())["provenance"]
+    show_text(Table([text("setting", "设置"), "group_m", text("ms at 4096³", "4096³ 毫秒"),
+                     text("ms at 8192³", "8192³ 毫秒"), text("L2 hit rate", "L2 命中率"),
+                     text("DRAM read (GB)", "DRAM 读取（GB）"), text("issue active", "发射活跃")], cells,
+                    caption=text(f"Times: one recorded run ({prov['gpu']}, {prov['date'][:10]}); counters at 4096³, "
+                                 "recorded with Nsight Compute.",
+                                 f"时间：同一次记录的运行（{prov['gpu']}，{prov['date'][:10]}）；计数器为 4096³ 时"
+                                 "用 Nsight Compute 记录的值。")))
+    return Shown(rows)
+
+
+def last_changes() -> list[dict]:
+    """Level 8's 64×256 setting and its three last changes: the recorded time and share of cuBLAS at 4096³
+    and 8192³ (with the SM clocks of the kernel and of the cuBLAS run paired with it), and the 4096³
+    counters (instructions, issue-active cycles, the top four stall reasons), as one table."""
+    from . import counters
+
+    lv = get_level("08_warp_tiling")
+    rows, cells = [], []
+    for setting in lv.showcase[2:]:  # the 64×256 setting, then its three changes
+        p = lv.resolve(**setting)
+        name = counters.label({"level": lv.id, "params": p})
+        m = counters.find(lv.id, **p)["metrics"]
+        stalls = ", ".join(f"{k} {v:.2f}" for k, v in counters.top_stalls(m, 4))
+        for n in (4096, 8192):
+            r = results.find(lv.id, n, file="h200_top_rungs_float32.json", **p)
+            rows.append({"setting": name, "size": n, "ms": r["median_ms"], "ratio_to_cublas": r["ratio_to_cublas"],
+                         "sm_clock_mhz": r["sm_clock_mhz"], "instructions": m["instructions"],
+                         "issue_active_pct": m["issue_active_pct"], "top_stalls": counters.top_stalls(m, 4)})
+            cells.append([name, f"{n}³", f"{r['median_ms']:.3f}", f"{r['ratio_to_cublas']:.1%}",
+                          f"{r['sm_clock_mhz']:.0f} / {r['cublas_paired_sm_clock_mhz']:.0f}",
+                          *([f"{m['instructions'] / 1e9:.2f}", f"{m['issue_active_pct']:.0f}%", stalls] if n == 4096
+                            else ["", "", ""])])
+    show_text(Table([text("setting", "设置"), text("size", "规模"), "ms", text("of cuBLAS", "占 cuBLAS"),
+                     text("SM clock MHz (kernel / cuBLAS)", "SM 时钟 MHz（内核 / cuBLAS）"),
+                     text("G instructions (4096³)", "指令数 G（4096³）"), text("issue active", "发射活跃"),
+                     text("top stalls per issue (4096³)", "每次发射的主要停顿（4096³）")], cells,
+                    code_columns=[0, 7],
+                    caption=text("Times: the recorded run of these last changes (one run); counters recorded with "
+                                 "Nsight Compute at 4096³.",
+                                 "时间：记录这几项改动的同一次运行；计数器为 4096³ 时用 Nsight Compute 记录的值。")))
+    return Shown(rows)
+
+
+def compile_summary(level: str | int | Level, settings: Sequence[dict], arch: Optional[str] = None) -> list:
+    """Several settings' compile reports as one table, one row each: kernel, threads per block, registers,
+    shared memory, spills, blocks and occupancy per SM. arch: as compile_report (default: this GPU, or
+    sm_90 without one). Returns the reports."""
+    from .compile import compile_report as report
+
+    lv = get_level(level)
+    reports, cells = [], []
+    for s in settings:
+        r = report(lv, arch=arch, **s)
+        reports.append(r)
+        spill = f"{r.spill_store_bytes} / {r.spill_load_bytes} B"
+        name = changed_params(lv.defaults, dict(s))
+        cells.append([text("default", "默认") if name == "default" else name, r.kernel,
+                      str(r.threads_per_block), str(r.registers), f"{r.static_shared_bytes + r.dynamic_shared_bytes} B",
+                      text("none", "无") if not r.spills else spill, str(r.occupancy.blocks_per_sm),
+                      f"{r.occupancy.fraction:.0%}"])
+    archs = ", ".join(sorted({r.arch for r in reports}))
+    show_text(Table([text("setting", "设置"), text("kernel", "内核"), text("threads per block", "每块线程数"),
+                     text("registers per thread", "每线程寄存器"), text("shared memory per block", "每块共享内存"),
+                     text("spills (store / load)", "溢出（写 / 读）"), text("blocks per SM", "每 SM 线程块"),
+                     text("occupancy", "占用率")], cells, code_columns=[1],
+                    caption=text(f"Compiled with NVRTC for {archs}; the same numbers as each compile report.",
+                                 f"由 NVRTC 为 {archs} 编译；与各自的编译报告数字相同。")))
+    return Shown(reports)

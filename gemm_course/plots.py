@@ -294,7 +294,7 @@ def _x_ticktext(fig: go.Figure, labels: list[str]) -> list[str]:
 
 
 def fit_left(fig: go.Figure) -> go.Figure:
-    """Horizontal bars: category labels wrapped to at most a third of the narrow width, and a left
+    """Horizontal bars: category labels wrapped to at most a quarter of the narrow width, and a left
     margin that holds them, so the bars keep most of a phone's width."""
     labels: dict[str, None] = {}
     for t in fig.data:
@@ -304,12 +304,18 @@ def fit_left(fig: go.Figure) -> go.Figure:
                     labels.setdefault(v)
     if not labels:
         return fig
-    max_px = NARROW_PX / 3
+    max_px = NARROW_PX / 4  # the bars keep at least 200 px of a 360 px phone
     text = [_break_label(v, max_px) if SEP not in v else wrap(v, max_px, TICK_SIZE) for v in labels]
     widest = max(text_px(line, TICK_SIZE) for t in text for line in t.split("<br>"))
     fig.update_yaxes(tickmode="array", tickvals=list(labels), ticktext=text, automargin=True)
-    fig.update_layout(margin=dict(l=int(min(widest, max_px + TICK_SIZE)) + 14))
-    fig._gemm_min_plot_height = int(sum(n_lines(t) for t in text) * TICK_SIZE * 1.3 + 8 * len(text))  # type: ignore[attr-defined]
+    # (a narrow right margin too: the x axis' automargin still makes room for its last tick label)
+    fig.update_layout(margin=dict(l=int(min(widest, max_px + TICK_SIZE)) + 8, r=min(_margin(fig, "r", 20), 12)))
+    fig.update_xaxes(automargin=True)
+    # plotly gives the rows equal heights and centres each label on its row: two neighbours' labels stay
+    # apart when a row is as tall as half of each of them together
+    lines = [max(n_lines(pick(t, "en")), n_lines(pick(t, "zh"))) for t in text]  # one language is shown
+    pair = max([(a + b) / 2 for a, b in zip(lines, lines[1:])] or lines)
+    fig._gemm_min_plot_height = int(len(text) * (pair * TICK_SIZE * 1.3 + 8))  # type: ignore[attr-defined]
     return fig
 
 
@@ -346,7 +352,7 @@ def fit_bottom(fig: go.Figure, plot_height: Optional[int] = None) -> go.Figure:
     below_axis = ticks + (n_lines(xtitle) * 14 * 1.3 + 10 if xtitle else 0) + 8
     for trace in fig.data:  # a legend entry wider than a phone wraps (one language a line)
         if trace.name and legend_entries(fig) and text_px(trace.name, LEGEND_SIZE) > NARROW_PX - 60:
-            trace.name = wrap(trace.name, NARROW_PX - 60, LEGEND_SIZE)
+            trace.name = wrap(re.sub(r",(?=\S)", ", ", trace.name), NARROW_PX - 60, LEGEND_SIZE)  # (after commas too)
     rows = legend_rows(fig)
     legend_px = rows * LEGEND_SIZE * 1.6 + 10 if rows else 0
     b = int(below_axis + legend_px + 10)
@@ -463,11 +469,29 @@ def sweep_figure(records: Sequence[Mapping[str, Any]], x: str, y: str, by: Optio
         fig.update_layout(updatemenus=[dict(buttons=buttons, x=1.0, xanchor="right", y=1.0, yanchor="bottom",
                                             pad=dict(b=28))])
     fig = _layout(fig, title, x, y, subtitle=subtitle or None)
-    if by_names and len(groups) > 1:  # room above the plot for the menu, under the title and subtitle
-        fit_top(fig, extra=36)
+    if by_names and len(groups) > 1:  # room above the plot for the menu (26 px tall, 28 px above the plot)
+        fit_top(fig, extra=60)
     fig.update_xaxes(type="category")
     fig.update_yaxes(type="category")
-    return fig
+    return _colorbar_below(fig)
+
+
+def _colorbar_below(fig: go.Figure) -> go.Figure:
+    """A colour bar (heatmap, or markers coloured by value) as a thin horizontal bar under the x tick labels
+    and axis title: at the right, plotly's place, it took 60-80 px of a 360 px phone's plot width."""
+    t, b = _margin(fig, "t", 100), _margin(fig, "b")
+    plot_h = (fig.layout.height or 450) - t - b
+    xtitle = (fig.layout.xaxis.title.text or "") if fig.layout.xaxis.title else ""
+    below = _ticks(fig)[0] + (n_lines(xtitle) * 14 * 1.3 + 10 if xtitle else 0) + 8
+    bar = dict(orientation="h", x=0, xanchor="left", y=-below / plot_h, yanchor="top", thickness=12, len=1,
+               title=dict(side="right"))
+    fig.update_traces(colorbar=bar, selector=dict(type="heatmap"))
+    for trace in fig.data:
+        if trace.type == "scatter" and trace.marker.colorbar and trace.marker.colorbar.title.text:
+            trace.marker.colorbar.update(bar)
+    need = int(below + 44)
+    grow = max(0, need - b)
+    return fig.update_layout(margin=dict(b=b + grow), height=(fig.layout.height or 450) + grow)
 
 
 def roofline_figure(spec: GpuSpec, points: Sequence[Mapping[str, Any]] = (), title: str = "") -> go.Figure:
@@ -544,7 +568,7 @@ def bank_figure(access: Any, title: str = "") -> go.Figure:
     fig.update_xaxes(range=[-0.5, 31.5], dtick=4)
     fig.update_yaxes(range=[31.5, -0.5], dtick=4)
     fig.update_layout(height=420, showlegend=False)
-    return fig
+    return _colorbar_below(fig)
 
 
 def sectors_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> go.Figure:
@@ -559,6 +583,32 @@ def sectors_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> go.Fig
     return _layout(fig, title, "access · 访问", "32-byte sectors per warp access · 每次线程束访问的扇区数")
 
 
+# Short names of the quantities the models predict (predictions.py), for a chart's category labels; a key not
+# listed shows as its words ("shared_store_wavefronts" -> "shared store wavefronts").
+COUNTER_NAMES = {
+    "achieved_occupancy_pct": "achieved occupancy (%) · 实际占用率（%）",
+    "dram_read_bytes": "DRAM bytes read · 显存读取字节数",
+    "dram_write_bytes": "DRAM bytes written · 显存写入字节数",
+    "global_load_l1_hit_pct": "global loads' L1 hits (%) · 全局加载的 L1 命中率（%）",
+    "global_load_requests": "global load requests · 全局加载请求数",
+    "instructions": "warp instructions · 线程束指令数",
+    "l2_read_bytes": "L2 bytes read · 从 L2 读取的字节数",
+    "ldmatrix_instructions": "ldmatrix instructions · ldmatrix 指令数",
+    "sectors_per_load_request": "sectors per load request · 每次加载请求的扇区数",
+    "sectors_per_store_request": "sectors per store request · 每次存储请求的扇区数",
+    "shared_load_conflicts": "shared-load conflict passes · 共享内存加载冲突轮数",
+    "shared_load_instructions": "shared-load instructions · 共享内存加载指令数",
+    "shared_load_wavefronts": "shared-load wavefronts · 共享内存加载轮数",
+    "wavefronts_per_shared_load": "wavefronts per shared load · 每次共享内存加载的轮数",
+    "wavefronts_per_shared_store": "wavefronts per shared store · 每次共享内存存储的轮数",
+}
+
+
+def counter_name(key: str) -> str:
+    """A predicted quantity's chart label, "English · 中文" where the course names it in both."""
+    return COUNTER_NAMES.get(key, key.replace("_", " "))
+
+
 def counters_figure(shown: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], title_en: str, title_zh: str,
                     subtitle: str = "") -> go.Figure:
     """Predict, then measure: one bar per (setting, quantity), the recorded counter divided by the
@@ -566,9 +616,9 @@ def counters_figure(shown: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], ti
     fig = go.Figure()
     for i, (label, rows) in enumerate(shown):
         kept = [r for r in rows if r.get("ratio") is not None]
-        fig.add_trace(go.Bar(y=[r["key"].replace("_", " ") for r in kept], x=[r["ratio"] for r in kept],
+        fig.add_trace(go.Bar(y=[counter_name(r["key"]) for r in kept], x=[r["ratio"] for r in kept],
                              orientation="h", name=label, marker_color=PALETTE[i % len(PALETTE)],
-                             hovertemplate="%{y}: measured ÷ predicted = %{x:.2f}<extra>" + label + "</extra>"))
+                             hovertemplate="%{y}: %{x:.2f}<extra>" + label + "</extra>"))
     fig.add_vline(x=1, line=dict(color="#444", dash="dash"))
     fig.update_layout(margin=dict(l=200))
     fig = _layout(fig, f"{title_en} · {title_zh}", "measured ÷ predicted · 实测 ÷ 预测", "", barmode="group",

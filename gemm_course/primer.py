@@ -11,6 +11,7 @@ the tests and a reader's own experiments launch the very same text.
 """
 from __future__ import annotations
 
+import html
 import re
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -136,6 +137,20 @@ def parameter_names(source: str, name: str) -> Optional[list[str]]:
 def default_backend() -> str:
     """Where run_kernel runs by default: "cuda" (a GPU, through CuPy) or "cpu" (cpu_backend)."""
     return "cuda" if device.gpu_available() else "cpu"
+
+
+def backend_note() -> Any:
+    """Where this page's kernels run, as one line in the language in force (Jupyter, Colab, the book)."""
+    from .display_text import note
+
+    if default_backend() == "cuda":
+        name = html.escape(device.gpu_name() or "GPU")
+        return note(f"The kernels on this page run on this machine's GPU, <b>{name}</b>, through CuPy.",
+                    f"本页的内核通过 CuPy 在本机的 GPU（<b>{name}</b>）上运行。")
+    return note("No GPU here: the kernels on this page run on the course's <b>CPU backend</b> (the same CUDA C "
+                "source, compiled as C++, one fiber per thread).",
+                "这里没有 GPU：本页的内核在课程的 <b>CPU 后端</b>上运行（同一份 CUDA C 源码，按 C++ 编译，"
+                "每个线程一个纤程）。")
 
 
 def run_kernel(source: str, name: str, grid: int | Sequence[int], block: int | Sequence[int],

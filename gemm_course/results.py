@@ -33,7 +33,7 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
         prov = data["provenance"]
         if gpu and prov["gpu"] != gpu:
             continue
-        records = [r for r in data["records"] if dtype in (None, r["dtype"])]
+        records = [r for r in data.get("records", []) if dtype in (None, r["dtype"])]
         wanted_sizes = {(r["M"], r["N"], r["K"]) for r in records if level in (None, r["level"])}
         for r in records:
             if level is None or r["level"] == level or (
@@ -145,8 +145,9 @@ def summary(level: Optional[str] = None) -> list[dict[str, Any]]:
     """The recorded ladder: level, params, dtype, size, TFLOPS, the baseline (its name, TFLOPS and the
     ratio to it, measured in the same run), the SM clocks of kernel and baseline where recorded, GPU, date.
 
-    ratio_to_baseline is the baseline's time over the kernel's; cublas_tflops and ratio_to_cublas are the
-    same numbers under their older names (for Level 13 the baseline is cuBLASLt, see "baseline")."""
+    ratio_to_baseline is the baseline's time over the kernel's, ratio_in_cycles the same in clock cycles
+    where both clocks were measured on the SMs (None where only NVML's reading exists); cublas_tflops and
+    ratio_to_cublas are the same numbers under their older names (for Level 13 the baseline is cuBLASLt)."""
     rows = []
     for r in recorded(level):
         if r["level"] == "cublas" or r.get("ratio_to_cublas") is None:
@@ -160,6 +161,7 @@ def summary(level: Optional[str] = None) -> list[dict[str, Any]]:
                      "baseline_sm_clock_mhz": r.get("baseline_sm_clock_mhz", r.get("cublas_paired_sm_clock_mhz")),
                      "clock_source": "sm" if "clock64" in r["provenance"].get("method", "") else
                                      ("nvml" if r.get("sm_clock_mhz") is not None else None),
+                     "ratio_in_cycles": in_cycles(r),
                      "gpu": r["gpu"], "date": r["date"]})
     return rows
 
@@ -188,3 +190,31 @@ def clock_range(level: str, dtype: str, n: int = 4096) -> dict[str, float]:
     paired = [r["cublas_paired_sm_clock_mhz"] for r in rows]
     return {"kernel_min": min(kernel), "kernel_max": max(kernel), "cublas_min": min(paired), "cublas_max": max(paired),
             "nvml_min": min(r["nvml_sm_clock_mhz"] for r in rows), "file": f"clocks/{Path(data['provenance']['command'].split('--out ')[-1]).name}"}
+
+
+def in_cycles(record: dict[str, Any]) -> Optional[float]:
+    """A record's ratio to its paired baseline counted in clock cycles instead of time: the baseline's
+    cycles (time × its measured clock) over the kernel's. Where the two ran at different clocks this is
+    the work per cycle compared; None where the record has no measured clock for both sides."""
+    kernel = record.get("sm_clock_mhz")
+    paired = record.get("baseline_sm_clock_mhz", record.get("cublas_paired_sm_clock_mhz"))
+    ratio = record.get("ratio_to_baseline", record.get("ratio_to_cublas"))
+    # only clocks measured on the SMs: the method says clock64, or (a record read without its provenance) NVML
+    # is there as the side reading that only the clock64 method keeps apart
+    measured = ("clock64" in record["provenance"].get("method", "") if "provenance" in record
+                else "nvml_sm_clock_mhz" in record)
+    if not kernel or not paired or ratio is None or not measured:
+        return None  # NVML's reading is not the clock a kernel runs at: no cycles from it
+    return ratio * paired / kernel
+
+
+def clocked(level: str, n: int, dtype: str, **params: Any) -> dict[str, Any]:
+    """One showcase setting in the re-recording with measured SM clocks (clocks/h200_top_rungs_<dtype>_clocks.json):
+    the record, with "ratio_in_cycles" (in_cycles) added. params as for find; missing ones take the level's
+    defaults."""
+    from .levels import get_level
+
+    r = dict(find(level, n, dtype=dtype, file=f"clocks/h200_top_rungs_{dtype}_clocks.json",
+                  **get_level(level).resolve(**params)))
+    r["ratio_in_cycles"] = in_cycles(r)
+    return r

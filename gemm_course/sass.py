@@ -40,6 +40,16 @@ def find_disassembler() -> Optional[str]:
     return None
 
 
+def disassembler_name() -> str:
+    """Which disassembler find_disassembler() picked, said without its path (a folder of this machine, often
+    inside a virtual environment): "nvdisasm (nvidia-cuda-nvdisasm wheel)", "cuobjdump (CUDA toolkit)", "none"."""
+    path = find_disassembler()
+    if path is None:
+        return "none"
+    tool = Path(path).name
+    return f"{tool} (CUDA toolkit)" if shutil.which(tool) == path else f"{tool} (nvidia-cuda-nvdisasm wheel)"
+
+
 def disassemble(level: str | int | Level, arch: str = "sm_90", source: Optional[str] = None,
                 **params: Any) -> str:
     """SASS of a level's kernel for an architecture (needs cuobjdump or nvdisasm, no GPU)."""

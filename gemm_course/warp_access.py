@@ -61,7 +61,16 @@ class LineAccess:
         """units ÷ ideal_units: 1 is perfectly coalesced / conflict-free."""
         return self.units / self.ideal_units if self.ideal_units else 1.0
 
-    def describe(self) -> str:
+    def describe(self, lang: str = "en") -> str:
+        """One line for this access; lang="zh": in Chinese."""
+        if lang == "zh":
+            what = "个扇区/次请求" if self.space == "global" else "个 wavefront/条指令"
+            kind = "写入" if self.write else "读取"
+            target = self.array if self.space == "global" else "共享内存"
+            worst = (f"；最差的线程块 {self.worst_block}：{self.worst_per_access:.2f}"
+                     if self.worst_excess > self.excess + 1e-9 else "")
+            return (f"{self.line}：{target} 的 {self.width} 字节{kind}：{self.per_access:.2f} {what}，"
+                    f"共 {self.warp_accesses} 次线程束访问（理想值 {self.ideal_units / self.warp_accesses:.2f}）{worst}")
         what = "sectors per request" if self.space == "global" else "wavefronts per instruction"
         kind = "store" if self.write else "load"
         target = self.array if self.space == "global" else "shared memory"

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 
 from . import device, results
 from .compile import compile_report
+from .display_text import from_message, plain, text
 from .levels import Level, get_level
 
 
@@ -48,13 +49,13 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
             params = lv.resolve(**values)
         except ValueError as err:
             with report_out:
-                display(HTML(f"<p>⚠ {html.escape(str(err))}</p>"))
+                display(HTML(f"<p>⚠ {from_message(str(err)).html()}</p>"))
             return
         with report_out:
             try:
                 display(compile_report(lv, arch=arch, **params))
             except ValueError as err:  # a setting this architecture cannot run
-                display(HTML(f"<p>⚠ {html.escape(str(err))}</p>"))
+                display(HTML(f"<p>⚠ {from_message(str(err)).html()}</p>"))
         with perf_out:
             if live and lv.setting_runs_on(device.compute_capability(), params):
                 _measure_live(lv, params, size_control.value, tried)
@@ -63,10 +64,12 @@ def explorer(level: str | int | Level, size: int = 4096, sizes: Sequence[int] = 
 
     for c in [*controls.values(), size_control]:
         c.observe(update, names="value")
-    mode = ("live on " + device.gpu_name()) if live else (
-        f"{device.gpu_name()} cannot run this level: compile report + recorded results" if device.gpu_available()
-        else "no GPU: compile report + recorded results")
-    header = w.HTML(f"<b>{html.escape(lv.id)}</b> · {html.escape(mode)}")
+    name = device.gpu_name()
+    mode = text(f"live on {name}", f"在 {name} 上实时测量") if live else (
+        text(f"{name} cannot run this level: compile report + recorded results",
+             f"{name} 无法运行这一级：编译报告 + 已记录的结果") if device.gpu_available()
+        else text("no GPU: compile report + recorded results", "没有 GPU：编译报告 + 已记录的结果"))
+    header = w.HTML(f"<b>{html.escape(lv.id)}</b>: {mode.html()}")
     update()
     return w.VBox([header, w.HBox([w.VBox(list(controls.values()) + [size_control]), report_out]), perf_out])
 
@@ -99,8 +102,11 @@ def _measure_live(lv: Level, params: dict[str, Any], n: int, tried: list[dict[st
     flops = gemm_flops(n, n, n)
     tried.append({"label": " ".join(f"{k}={v}" for k, v in params.items()) + f" @ {n}",
                   "tflops": flops / t.median_ms / 1e9, "cublas_tflops": flops / t_blas.median_ms / 1e9})
-    print(f"{n}³: {t.median_ms:.3f} ms ({tried[-1]['tflops']:.2f} TFLOPS), cuBLAS {t_blas.median_ms:.3f} ms "
-          f"({tried[-1]['cublas_tflops']:.2f} TFLOPS): {t_blas.median_ms / t.median_ms:.1%} of cuBLAS")
+    ratio = t_blas.median_ms / t.median_ms
+    print(plain(f"{n}³: {t.median_ms:.3f} ms ({tried[-1]['tflops']:.2f} TFLOPS), cuBLAS {t_blas.median_ms:.3f} ms "
+                f"({tried[-1]['cublas_tflops']:.2f} TFLOPS): {ratio:.1%} of cuBLAS",
+                f"{n}³：{t.median_ms:.3f} 毫秒（{tried[-1]['tflops']:.2f} TFLOPS），cuBLAS {t_blas.median_ms:.3f} 毫秒"
+                f"（{tried[-1]['cublas_tflops']:.2f} TFLOPS）：cuBLAS 的 {ratio:.1%}"))
     show(sweep_bar_figure(tried, title=f"{lv.id}: settings tried in this session · 本次会话尝试过的设置"))
 
 
@@ -118,8 +124,10 @@ def launch_kwargs(lv: Level, params: dict[str, Any], M: int, N: int, xp: Any) ->
 def _show_recorded(lv: Level, params: dict[str, Any]) -> None:
     matches = [r for r in results.recorded(lv.id, dtype=lv.dtypes[0]) if r["level"] == lv.id and r["params"] == params]
     if not matches:
-        print("No recorded measurement for this setting. · 此设置没有记录的测量结果。")
+        print(plain("No recorded measurement for this setting.", "此设置没有记录的测量结果。"))
         return
     for r in sorted(matches, key=lambda r: r["M"]):
-        print(f"{r['M']}×{r['N']}×{r['K']}: {r['median_ms']:.3f} ms, {r['tflops']:.2f} TFLOPS, "
-              f"{r['ratio_to_cublas']:.1%} of cuBLAS ({results.provenance_line(r)})")
+        shape, where = f"{r['M']}×{r['N']}×{r['K']}", results.provenance_line(r)
+        print(plain(f"{shape}: {r['median_ms']:.3f} ms, {r['tflops']:.2f} TFLOPS, {r['ratio_to_cublas']:.1%} of cuBLAS "
+                    f"(recorded: {where})", f"{shape}：{r['median_ms']:.3f} 毫秒，{r['tflops']:.2f} TFLOPS，"
+                    f"cuBLAS 的 {r['ratio_to_cublas']:.1%}（记录于：{where}）"))

@@ -33,6 +33,35 @@ def test_every_showcase_and_experiment_setting_has_counters_with_provenance():
         assert counters.find("10_mma_pipeline", part=part, stages=4, BN=256)
 
 
+def test_find_takes_the_newest_record_of_a_setting(monkeypatch):
+    # The rule, on made-up rows: the latest provenance date wins, whatever the file order; ties keep file order.
+    def row(name, date, value):
+        return {"level": "cublas", "dtype": "float32", "params": {}, "file": name, "metrics": {"x": value},
+                "provenance": {"date": date}}
+    rows = [row("a.json", "2026-11-30T20:14:26+00:00", 1), row("b.json", "2026-12-02T16:33:20+00:00", 2),
+            row("c.json", "2026-12-01T10:00:00+00:00", 3), row("d.json", "2026-12-02T16:33:20+00:00", 4)]
+    monkeypatch.setattr(counters, "recorded", lambda level=None: rows)
+    assert counters.find("cublas", dtype="float32")["file"] == "b.json"
+    assert [r["file"] for r in counters.current(rows + [{**rows[0], "dtype": "float16"}])] == ["b.json", "a.json"]
+    monkeypatch.undo()
+    # The shipped files: Level 8, re-recorded after its last edit, and the same run's cuBLAS fp32 come from the
+    # newest file; every other level's rows are held by one file only, so the rule leaves them as they were.
+    newest = "h200_counters_08_warp_tiling.json"
+    lv = get_level("08_warp_tiling")
+    for s in (*lv.showcase, *lv.experiments):
+        assert counters.find(lv.id, **s)["file"] == newest, s
+    assert counters.find("cublas", dtype="float32")["file"] == newest
+    seen: dict = {}
+    for r in counters.recorded():
+        key = (r["level"], json.dumps(r["params"], sort_keys=True), r.get("part"), r["dtype"])
+        seen.setdefault(key, set()).add(r["file"])
+    twice = {k for k, files in seen.items() if len(files) > 1}
+    shown = [(r["level"], json.dumps(r["params"], sort_keys=True), r["part"], r["dtype"]) for r in counters.table_rows()]
+    assert len(shown) == len(set(shown)) == len(seen)  # the command line's table: each setting once, its newest record
+    assert {r["file"] for r in counters.table_rows("08_warp_tiling") if r["dtype"] == "float32"} == {newest}
+    assert twice and all(k[0] == "08_warp_tiling" or k[:2] == ("cublas", "{}") and k[3] == "float32" for k in twice)
+
+
 def test_recorded_metric_names_are_the_documented_ones():
     chosen = results.load(RECORDED)["provenance"]["metrics"]
     for key, name in chosen.items():

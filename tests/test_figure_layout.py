@@ -73,32 +73,34 @@ def test_wrap_keeps_the_halves_apart():
 
 @pytest.mark.parametrize("build", [diagrams.warp_tiling_figure, diagrams.multigpu_split_figure,
                                    diagrams.chunk_swizzle_figure])
-def test_panel_titles_do_not_overlap(build):
+def test_panels_stack_and_their_titles_do_not_overlap(build):
+    """Panels stand one above the other, each the full width (side by side, each got ~130 px on a phone);
+    each panel's title lies above its own panel, below the panel above it and its axis title."""
     fig = build()
     _check_top(fig)
+    t, b = fig.layout.margin.t, fig.layout.margin.b
+    area = fig.layout.height - t - b
     plot_w = NARROW_PX - fig.layout.margin.l - fig.layout.margin.r
     panels = list(fig.layout.annotations[:2])
-    spans = []
-    for ann, axis in zip(panels, ("xaxis", "xaxis2")):
-        lo, hi = fig.layout[axis].domain
-        assert ann.x == pytest.approx((lo + hi) / 2)
-        widest = max(text_px(line, ann.font.size) for line in _lines(ann.text))
-        # each line of a panel title stays within its own panel at 400 px (and so at any wider width)
-        assert widest <= (hi - lo) * plot_w + ann.font.size, ann.text
-        spans.append((ann.x - widest / plot_w / 2, ann.x + widest / plot_w / 2))
-        for line in _lines(ann.text):  # one language a line
-            assert not (plots._WIDE.search(line) and any(c.isascii() and c.isalpha() for c in line.split(SEP)[0])
-                        and SEP in line)
-    gap = fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]
-    assert spans[1][0] - spans[0][1] >= gap
-    # the top margin holds the figure title and the tallest panel title above the panels
-    title_px = n_lines(fig.layout.title.text) * plots.TITLE_SIZE * 1.2
-    panel_px = max(n_lines(a.text) for a in panels) * diagrams.PANEL_TITLE_SIZE * 1.2
-    assert fig.layout.margin.t >= title_px + panel_px + 12
-    for axis in ("xaxis", "xaxis2"):
-        lo, hi = fig.layout[axis].domain
-        for line in _lines(fig.layout[axis].title.text):
-            assert text_px(line, 14) <= (hi - lo) * plot_w + 21
+    previous_bottom = None
+    for ann, (xa, ya) in zip(panels, (("xaxis", "yaxis"), ("xaxis2", "yaxis2"))):
+        assert tuple(fig.layout[xa].domain) == (0, 1)
+        lo, hi = fig.layout[ya].domain
+        assert (hi - lo) * area >= 150  # a usable plot area on a phone
+        assert ann.y == pytest.approx(hi) and ann.yanchor == "bottom" and ann.x == 0.5
+        for line in _lines(ann.text):  # within the width
+            assert text_px(line, ann.font.size) <= plot_w + ann.font.size, ann.text
+        title_px = n_lines(ann.text) * diagrams.PANEL_TITLE_SIZE * 1.2
+        if previous_bottom is not None:  # clear of the panel above, its ticks and its axis title
+            ticks = 20 if fig.layout["xaxis"].showticklabels is not False else 0
+            below = ticks + n_lines(fig.layout["xaxis"].title.text) * 14 * 1.2
+            assert (previous_bottom - hi) * area >= title_px + below
+        previous_bottom = lo
+        for line in _lines(fig.layout[xa].title.text):
+            assert text_px(line, 14) <= plot_w + 21
+    # the top margin holds the figure title; the bottom margin the last panel's axis title
+    assert t >= n_lines(fig.layout.title.text) * plots.TITLE_SIZE * 1.2 + 12
+    assert b >= 20 + n_lines(fig.layout["xaxis2"].title.text) * 14 * 1.2
 
 
 def test_ladder(monkeypatch):
@@ -179,3 +181,15 @@ def test_one_language_outside_the_book(monkeypatch):
     drawn = json.loads(re.search(r"var fig = (\{.*?\}), id = ", plots.figure_html(fig), re.S).group(1))
     assert drawn["layout"]["title"]["text"] == "设置" and drawn["data"][0]["name"] == "内核"
     assert plots.pick("%{x}<extra>kernel · 内核</extra>", "en") == "%{x}<extra>kernel</extra>"
+
+
+@pytest.mark.parametrize("level", ["01_naive", "03_coalescing_banks", "10_mma_pipeline", "11_hopper_wgmma"])
+def test_counter_charts_name_their_quantities_in_both_languages(monkeypatch, level):
+    """measured ÷ predicted charts: every quantity's label has an English and a Chinese half (the switch
+    shows one), and the bars keep at least 200 px of a 360 px phone."""
+    figs = [f for f in _shown(monkeypatch, notebook.predict_vs_measure, level) if hasattr(f, "layout")]
+    assert figs
+    for fig in figs:
+        for label in {y for t in fig.data for y in t.y}:
+            assert plots._WIDE.search(plots.pick(label, "zh")) and not plots._WIDE.search(plots.pick(label, "en")), label
+        assert NARROW_PX - fig.layout.margin.l - fig.layout.margin.r >= 200

@@ -3,6 +3,11 @@
 * The page is exactly what ``gemm_course.glossary.render_page()`` writes (``python -m
   gemm_course.glossary`` regenerates it), so its labels, terms and definitions have one source.
 * Every entry has an English and a Chinese term and definition, and a stable label.
+* Each entry's "first used" page is found in the pages (``glossary.first_used``: the first page in the
+  reading order of _toc.yml whose prose uses the term), and the page shows it; recounted here by a scan
+  of its own, so a page edit that moves a first use makes the stale glossary page fail.
+* Every glossary link's words are a spelling of the entry it points to (``{ref}`显存 <glossary-global-memory>```
+  fails: 显存 is device memory).
 * In every chapter of CHAPTERS, the first use of each glossary term in the English prose, and the
   first in the Chinese prose, is a link ``{ref}`words <glossary-slug>```. ``python -m
   gemm_course.glossary link CHAPTER...`` adds the missing links (and nothing else).
@@ -23,14 +28,14 @@ from test_bilingual import CJK, read_myst  # tests/ is on sys.path (rootdir-less
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The chapters whose prose links its first uses to the glossary. Extend this list when a chapter is
-# ready (00_cuda_basics, 08-11, gpu_primer, sass_cheatsheet are still being written).
+# The chapters whose prose links its first uses to the glossary: every page but the glossary, in the reading
+# order of _toc.yml (test_chapters_follow_the_reading_order). A new page goes here too.
 CHAPTERS = [
     "book/intro.md",
+    "notebooks/00_cuda_basics.ipynb",
     "book/gpu_primer.md",
     "book/gemm_basics.md",
     "book/how_to_run.md",
-    "notebooks/00_cuda_basics.ipynb",
     "notebooks/01_naive.ipynb",
     "notebooks/02_smem_tiling.ipynb",
     "notebooks/03_coalescing_banks.ipynb",
@@ -47,6 +52,7 @@ CHAPTERS = [
     "notebooks/12_multi_gpu.ipynb",
     "notebooks/13_fp8_blockscaled.ipynb",
     "book/sass_cheatsheet.md",
+    "book/command_line.md",
 ]
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -78,7 +84,6 @@ def test_every_entry_has_both_languages() -> None:
         assert en.strip() and not CJK.search(en), f"{t.slug}: English definition"
         assert CJK.search(zh), f"{t.slug}: the Chinese definition has no Chinese"
         assert "{" not in en + zh, f"{t.slug}: unfilled placeholder"
-        assert 0 <= t.level <= 13, t.slug
     # On the page: each label opens an English cell whose next cell is its Chinese twin.
     cells = read_myst(glossary.PAGE)
     by_label = {}
@@ -163,6 +168,66 @@ def test_chapters_exist() -> None:
     assert not missing, missing
 
 
+def test_chapters_follow_the_reading_order() -> None:
+    order = [p.relative_to(REPO).as_posix() for p in glossary.reading_order()]
+    assert order == CHAPTERS, "CHAPTERS should be every page but the glossary, in the order of _toc.yml"
+    assert order[0] == "book/intro.md" and "book/glossary.md" not in order
+
+
+def _first_pages(lang: str) -> dict[str, str]:
+    """An independent recount: walk the pages of _toc.yml in order, and in each page's prose cells of one
+    language take every term (plain mention or link) the first time it shows; then, for terms that no
+    prose names, their first appearance in inline code."""
+    toc = (REPO / "_toc.yml").read_text(encoding="utf-8")
+    names = [re.search(r"(?m)^root:\s*(\S+)", toc).group(1)] + re.findall(r"(?m)^\s*-\s*file:\s*(\S+)", toc)
+    first: dict[str, str] = {}
+    code_first: dict[str, str] = {}
+    for name in names:
+        page = next(REPO / (name + e) for e in (".ipynb", ".md") if (REPO / (name + e)).is_file())
+        if page == glossary.PAGE:
+            continue
+        for cell in glossary.chapter_cells(page, lang):
+            for _, _, slug, _ in glossary.uses(cell, lang):
+                first.setdefault(slug, name)
+            for code in re.findall(r"`([^`\n]+)`", cell):
+                for _, _, slug in glossary.find_terms(code, lang):
+                    code_first.setdefault(slug, name)
+    return {**code_first, **first}
+
+
+@pytest.mark.parametrize("lang", glossary.LANGS)
+def test_first_used_is_found_in_the_pages(lang: str) -> None:
+    """Both twins of an entry show the earlier of the two languages' first uses."""
+    toc_order = {p.relative_to(REPO).with_suffix("").as_posix(): i for i, p in enumerate(glossary.reading_order())}
+    per_lang = [_first_pages(other) for other in glossary.LANGS]
+    expected = {slug: min((f[slug] for f in per_lang if slug in f), key=toc_order.__getitem__)
+                for slug in set().union(*per_lang)}
+    cells = read_myst(glossary.PAGE)
+    field = "**first used:**" if lang == "en" else "**首次出现：**"
+    shown = {}
+    for i, cell in enumerate(cells):
+        for label in glossary.page_labels(cell.source):
+            entry = cells[i] if lang == "en" else cells[i + 1]
+            m = re.search(re.escape(field) + r" \{doc\}`[^`<]*</([^>]+)>`", entry.source)
+            shown[label[len(glossary.LABEL_PREFIX):]] = m and m.group(1)
+    wrong = [f"{slug}: page says {shown.get(slug)}, the pages say {page}" for slug, page in expected.items()
+             if shown.get(slug) != page]
+    unused = [t.slug for t in glossary.TERMS if t.slug not in expected]
+    assert not wrong, "stale 'first used' (run `python -m gemm_course.glossary`):\n" + "\n".join(wrong)
+    assert not unused, f"terms no page uses: {unused}"
+
+
+def test_first_use_pages_link_the_term() -> None:
+    """Where the glossary says a term is first used in prose, that page links it (in both languages)."""
+    for lang in glossary.LANGS:
+        for t in glossary.TERMS:
+            page = glossary.first_used(t.slug)
+            prose = [u for cell in glossary.chapter_cells(page, lang) for u in glossary.uses(cell, lang)
+                     if u[2] == t.slug]
+            if prose:
+                assert prose[0][3], f"{t.slug} ({lang}): its first use on {page.name} is not a link"
+
+
 def _all_pages() -> list[Path]:
     return sorted((REPO / "notebooks").glob("*.ipynb")) + sorted((REPO / "book").glob("*.md"))
 
@@ -179,6 +244,22 @@ def test_every_glossary_link_has_an_entry() -> None:
     bad = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in _all_pages()
            for m in re.finditer(r"<glossary-([^>`]+)>`", _text(p)) if m.group(1) not in known]
     assert not bad, "links to glossary labels that do not exist:\n" + "\n".join(bad)
+
+
+def test_every_link_names_its_entry() -> None:
+    """The words of a glossary link are a spelling of the term it points to, in the page's language."""
+    bad = []
+    for p in _all_pages():
+        if p == glossary.PAGE:
+            continue
+        for lang in glossary.LANGS:
+            for cell in glossary.chapter_cells(p, lang):
+                for m in re.finditer(r"\{ref\}`([^`<]*?)\s*<glossary-([a-z0-9-]+)>`", cell):
+                    words, slug = m.group(1), m.group(2)
+                    found = {s for _, _, s in glossary.find_terms(f" {words} ", lang)}
+                    if slug not in found:
+                        bad.append(f"{p.relative_to(REPO)} ({lang}): {m.group(0)} names {sorted(found) or 'nothing'}")
+    assert not bad, "glossary links whose words are another term (or none):\n" + "\n".join(bad)
 
 
 def test_plain_shows_what_the_reader_reads() -> None:

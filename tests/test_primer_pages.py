@@ -78,6 +78,22 @@ def test_primer_sm_and_issue():
     ])
 
 
+
+def test_primer_clocks_measured_on_the_sms():
+    """FP32 kernels hold the top clock, Tensor Core kernels run power-limited below it: the probe around the timed
+    launches of h200_clock_methods.json (clock64 against %globaltimer), not NVML."""
+    methods = {r["workload"]: r for r in results.load(results.RESULTS_DIR / "h200_clock_methods.json")["clock_methods"]}
+    fp32 = [methods[w]["bracket_mhz"] for w in ("cublas_fp32", "level08_fp32")]
+    tc = [r["bracket_mhz"] for w, r in methods.items() if w not in ("cublas_fp32", "level08_fp32")]
+    assert len(tc) == 6 and max(tc) < 1980 - 300 and all(r["M"] == 4096 for r in methods.values())
+    assert {f"{c:.0f}" for c in fp32} == {"1978"}
+    assert not missing("gpu_primer.md", [
+        "at the top clock. FP32 kernels hold that clock on this H200: measured on the SMs at 4096³, cuBLAS's SGEMM and "
+        f"Level 8 ran at {fp32[0]:.0f} MHz",
+        f"run power-limited at {min(tc):.0f} to {max(tc):.0f} MHz even at 4096³ (`h200_clock_methods.json`)",
+        "compare cycles (time × SM clock) as well as time"])
+
+
 def test_primer_latency_and_the_probe():
     rows = {r["warps_per_sm"]: r for r in results.peaks("ffma")}
     lanes2 = 2 * limits().fp32_lanes  # FLOP per SM per cycle at the peak
@@ -90,7 +106,8 @@ def test_primer_latency_and_the_probe():
         "L = 4 cycles", f"fills 1 slot in 4, {1 / 4:.0%} of the peak", "With 4 such warps",
         "runs 8 independent FFMA chains",
         f"one warp per scheduler (4 warps per SM), it reaches {one['tflops']:.2f} TFLOPS: "
-        f"{one['flops_per_sm_per_cycle_at_max_clock']:.1f} of the {lanes2} FLOP an SM could do per cycle, "
+        f"{one['flops_per_sm_per_cycle_at_max_clock']:.1f} of the {lanes2} FLOP an SM could do per cycle (cycles counted "
+        "at the top clock), "
         f"{one['flops_per_sm_per_cycle_at_max_clock'] / lanes2:.0%}",
         f"(8 per SM) it reaches {two['flops_per_sm_per_cycle_at_max_clock']:.1f} FLOP per cycle, "
         f"{two['flops_per_sm_per_cycle_at_max_clock'] / lanes2:.0%}",

@@ -273,6 +273,32 @@ def _counter(part=None, **p):
     return row["metrics"]
 
 
+def test_level10_barrier_at_one_and_two_blocks_per_sm():
+    """The barrier's share of the math-only time at one and two blocks per SM, timed with the SMs' own clock
+    (clocks/h200_10_barrier_blocks.json), recomputed; the two blocks per SM from the compile report."""
+    prose = _english_prose(NB)
+    rows = results.load(results.CLOCKS_DIR / "h200_10_barrier_blocks.json")["level_10_barrier"]
+
+    def cost(n, blocks):
+        mine = [r for r in rows if r["M"] == n and r["blocks_per_sm"] == blocks]
+        assert len(mine) == 2  # two passes
+        return 1 - sum(r["math_no_barrier"]["median_ms"] for r in mine) / sum(r["math"]["median_ms"] for r in mine)
+
+    two = gc.compile_report(L10, arch="sm_90", stages=4)
+    assert two.occupancy.blocks_per_sm == 2 and two.occupancy.warps_per_sm == 16
+    assert gc.compile_report(L10, arch="sm_90", stages=4, BN=256).occupancy.blocks_per_sm == 1
+    assert {r["blocks_per_sm"]: r["params"] for r in rows} == {1: {"stages": 4, "BN": 256}, 2: {"stages": 4}}
+    clocks = [r[p]["sm_clock_mhz"] for r in rows for p in ("math", "math_no_barrier")]
+    hidden = [1 - cost(n, 2) / cost(n, 1) for n in (4096, 8192)]
+    assert 0.2 < min(hidden) and max(hidden) < 0.34  # "a quarter to a third"
+    assert_prose_says([
+        f"every part at {min(clocks):.0f} to {max(clocks):.0f} MHz), the barrier takes {cost(8192, 1):.1%} of the math-only "
+        f"time at 8192³ with one block per SM (`BN = 256`) and still {cost(8192, 2):.1%} with two (`BN = 128`, "
+        f"{two.registers} registers, {two.occupancy.blocks_per_sm} blocks of 8 warps per SM); at 4096³ "
+        f"{cost(4096, 1):.1%} and {cost(4096, 2):.1%}",
+    ], prose)
+
+
 def test_level10_barrier_numbers():
     """The barrier-free math part (timed at 8192³ in bf16) and the counters of the parts (4096³, fp16)."""
     from gemm_course import counters
@@ -522,7 +548,7 @@ def test_level10_overlapped_steps_numbers():
         f"In bf16 the spread setting's {pct(b[8192][spread])} is above the mbarrier setting's {pct(b[8192][mbar])} only because the "
         f"cuBLAS run paired with it took {b[8192][spread]['cublas_paired_ms']:.3f} ms against {b[8192][mbar]['cublas_paired_ms']:.3f} ms",
         f"the three TMA settings took {ms(tm)} ms in fp16; the last one's {pct(tm[2])} comes from its cuBLAS pair, which took "
-        f"{tm[2]['cublas_paired_ms']:.3f} ms (the kernel at {tm[2]['sm_clock_mhz']:.0f} MHz, cuBLAS at "
+        f"{tm[2]['cublas_paired_ms']:.3f} ms (by NVML, the kernel at {tm[2]['sm_clock_mhz']:.0f} MHz, cuBLAS at "
         f"{tm[2]['cublas_paired_sm_clock_mhz']:.0f} MHz) where the other two pairs took {tm[0]['cublas_paired_ms']:.3f} and "
         f"{tm[1]['cublas_paired_ms']:.3f} ms"]
     # Level 9's pipelined WMMA kernel in the same runs
@@ -613,3 +639,32 @@ def test_level10_copy_addresses_take_about_140_instructions():
     assert not any("HMMA" in ln for ln in lines[bar:commit])
     assert 130 <= commit - bar <= 150
     assert "about 140 instructions per thread that compute the copies' addresses" in _english_prose(NB)
+
+
+def test_level10_cycles_from_the_clock_re_recording():
+    """Times and cycles (time × the clock measured on the SMs) of steps 4 and 6 in the re-recording, bf16 at 4096³:
+    cuBLAS at the lower clock, so every step further from cuBLAS in cycles than in time."""
+    prose = _english_prose(ROOT / "notebooks" / "10_mma_pipeline.ipynb")
+    step4 = dict(stages=4, BN=256, BK=64, frag_buffers=2, copy_issue="spread", copy="cp_async_mbarrier")
+    step6 = dict(stages=4, BN=256, copy="tma", frag_buffers=2, ldmatrix_issue="spread")
+    s4, s6 = (results.clocked("10_mma_pipeline", 4096, "bfloat16", **p) for p in (step4, step6))
+    every = [r for r in results.recorded("10_mma_pipeline", files=[results.CLOCKS_DIR / "h200_top_rungs_bfloat16_clocks.json"],
+                                         dtype="bfloat16") if r["level"] != "cublas" and r["M"] == 4096]
+    assert every and all(results.in_cycles(r) < r["ratio_to_cublas"] for r in every)
+    assert all(r["sm_clock_mhz"] < 1980 for r in every)
+    # 8192³, steps 1 to 4 in both input types: NVML read the kernels below their pairs, the SMs say the opposite
+    steps = [dict(stages=4, BN=256, BK=64), dict(stages=4, BN=256, BK=64, frag_buffers=2),
+             dict(stages=4, BN=256, BK=64, frag_buffers=2, copy_issue="spread"), step4]
+    at8 = [results.clocked("10_mma_pipeline", 8192, d, **p) for d in ("bfloat16", "float16") for p in steps]
+    assert all(r["sm_clock_mhz"] > r["cublas_paired_sm_clock_mhz"] for r in at8)
+    k8, c8 = [r["sm_clock_mhz"] for r in at8], [r["cublas_paired_sm_clock_mhz"] for r in at8]
+    pct = lambda x: f"{x:.1%}"  # noqa: E731
+    assert_prose_says([
+        f"Measured on the SMs in the later run it is the other way round: at 8192³ those kernels ran at {min(k8):.0f} to "
+        f"{max(k8):.0f} MHz and their cuBLAS pairs at {min(c8):.0f} to {max(c8):.0f} MHz",
+        "Tensor Core kernels on this H200 run power-limited below 1980 MHz even at 4096³, and here cuBLAS ran at the "
+        "lower clock, so in cycles (time × clock) every step is further from cuBLAS than in time",
+        f"step 4 reaches {pct(s4['ratio_to_cublas'])} of cuBLAS in time and {pct(s4['ratio_in_cycles'])} in cycles, step 6 "
+        f"{pct(s6['ratio_to_cublas'])} and {pct(s6['ratio_in_cycles'])}",
+        "Compare such steps at 4096³, in cycles as well as time: even there the power cap holds these kernels below "
+        "1980 MHz, each at its own clock (cuBLAS at a lower one)"], prose)

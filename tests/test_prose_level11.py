@@ -313,8 +313,9 @@ def test_level11_steps_5_and_6_timings():
         f"{_pct(b['6'])}), and with bf16 C {b['6 bf16 C']['tflops']:.2f} TFLOPS at {mhz(b['6 bf16 C'])} (cuBLAS at "
         f"{paired(b['6 bf16 C'])}: {_pct(b['6 bf16 C'])})",
         f"at 4096³: step 4 {_pct(a['4'])}, step 5 {_pct(a['5'])}, step 6 {_pct(a['6'])}, and step 6 with C in bf16 "
-        f"{_pct(a['6 bf16 C'])} ({_pct(f16)} in fp16). The best setting matches cuBLAS within 2%; it does not pass it",
-        f"(step 4 with bf16 C reads {_pct(b['4 bf16 C'])} there, at {mhz(b['4 bf16 C'])} against a cuBLAS at "
+        f"{_pct(a['6 bf16 C'])} ({_pct(f16)} in fp16). The best setting matches cuBLAS within 2% in time; in this run it "
+        "does not pass it",
+        f"(step 4 with bf16 C reads {_pct(b['4 bf16 C'])} there, by NVML at {mhz(b['4 bf16 C'])} against a cuBLAS at "
         f"{paired(b['4 bf16 C'])})",
         f"at 4096³, {pairs} pairs of tiles over {clusters} resident clusters make {pairs / clusters:.2f} rounds. In the "
         f"fourth, {pairs - (rounds - 1) * clusters} of the {clusters} clusters work",
@@ -324,7 +325,7 @@ def test_level11_steps_5_and_6_timings():
         "(`cuOccupancyMaxActiveClusters`), 66 on the H200",
         f"gave no gain at 4096³ ({_pct(a['5'])} against step 4's {_pct(a['4'])} in the same run); C through shared "
         f"memory and TMA stores did ({_pct(a['6'])}). With C in bf16, as cuBLAS writes it, step 6 reaches "
-        f"{_pct(a['6 bf16 C'])} of cuBLAS at 4096³: matched within 2%, not passed",
+        f"{_pct(a['6 bf16 C'])} of cuBLAS at 4096³ in time: matched within 2%, not passed",
         f"step 5 drops from {_pct(plain5)} to {_pct(fenced5)} of cuBLAS",
         f"a partly empty last round (a model, up to {rounds / (pairs / clusters) - 1:.0%})",
     ]
@@ -456,3 +457,54 @@ def test_level11_steps_5_and_6_counters_code_and_source():
     assert "(8200, 1032, 200)" in gpu_tests and "(136, 4104, 72)" in gpu_tests
     claims.append("5 and 6, 8200×1032×200, with more pairs of tiles than clusters fit at once")
     assert_prose_says(claims, prose)
+
+
+def test_level11_cycles_from_the_clock_re_recording():
+    """Steps 4 and 6 at 4096³ in bf16 in the re-recording with clocks measured on the SMs: past cuBLAS in time, behind
+    it in cycles; step 6 with bf16 C behind cuBLAS in cycles in every measurement (ncu, the clock-method probe, the
+    re-recording)."""
+    prose = _english_prose(NB)
+    c = {k: results.clocked(L11, 4096, BF16, **p) for k, p in
+         (("4", {"step": 4}), ("6", {"step": 6}), ("6 bf16 C", {"step": 6, "c_type": "input"}))}
+    assert c["4"]["ratio_to_cublas"] > 1 and c["6"]["ratio_to_cublas"] > 1
+    assert all(r["ratio_in_cycles"] < 1 and r["cublas_paired_sm_clock_mhz"] < r["sm_clock_mhz"] for r in c.values())
+    six = c["6 bf16 C"]
+    methods = results.load(results.RESULTS_DIR / "h200_clock_methods.json")
+    m = {r["workload"]: r["timing"] for r in methods["clock_methods"]}
+    ncu = {r["workload"]: r for r in methods["clock_methods_ncu"]}
+    blas, step6 = m["cublas_bf16"], m["level11_step6_bf16"]
+    assert "unsigned short" in ncu["level11_step6_bf16"]["kernel"]  # C in bf16
+    probe_more = step6["median_ms"] * step6["sm_clock_mhz"] / (blas["median_ms"] * blas["sm_clock_mhz"]) - 1
+    probe_less_time = 1 - step6["median_ms"] / blas["median_ms"]
+    ncu_more = ncu["level11_step6_bf16"]["sm_cycles"] / ncu["cublas_bf16"]["sm_cycles"] - 1
+    assert probe_more > 0 and probe_less_time > 0 and ncu_more > 0 and six["ratio_in_cycles"] < 1  # "every measurement"
+    pct = lambda x: f"{x:.1%}"  # noqa: E731
+    mhz = lambda x: f"{x:.0f} MHz"  # noqa: E731
+    # the tail: stream-K and ping-pong, a model (models.tail_schedule) beside cuBLAS's tile by its kernel's name
+    from gemm_course.models import tail_schedule
+    t = {n: tail_schedule(n, n, n, 128, 256, 64, 132) for n in (1024, 2048, 4096)}
+    blas_name = ncu["cublas_bf16"]["kernel"]
+    assert "_256x128_" in blas_name and (4096 // 256) * (4096 // 128) == t[4096]["tiles"]
+    assert t[4096]["waves"] == pytest.approx(512 / 132) and t[2048]["stream_k_saving"] == 0
+    last = t[4096]["tiles"] - (t[4096]["rounds"] - 1) * 132
+    assert_prose_says([
+        f"step 4 reaches {pct(c['4']['ratio_to_cublas'])} of cuBLAS in time but {pct(c['4']['ratio_in_cycles'])} in "
+        f"cycles, and step 6 {pct(c['6']['ratio_to_cublas'])} and {pct(c['6']['ratio_in_cycles'])}",
+        f"The SM probe of `h200_clock_methods.json` counts {pct(probe_more)} more cycles for it than for cuBLAS at 4096³, "
+        f"in a run where it took {pct(probe_less_time)} less time",
+        f"it reads {pct(six['ratio_to_cublas'])} in time, at {mhz(six['sm_clock_mhz'])} against cuBLAS's "
+        f"{mhz(six['cublas_paired_sm_clock_mhz'])}, and {pct(six['ratio_in_cycles'])} in cycles",
+        f"({pct(six['ratio_in_cycles'])} of cuBLAS in cycles in the later run with clocks measured on the SMs)",
+        "even there the power cap holds these kernels below 1980 MHz, each at its own clock",
+        f"At 4096³ that is {t[4096]['tiles']} tiles of 128×256 over 132 SMs, {t[4096]['waves']:.2f} waves, so the fourth "
+        f"round runs with {last} of the 132 SMs busy",
+        f"(`{blas_name}`, as Nsight Compute reported it in `h200_clock_methods.json`), uses 256×128 tiles, "
+        f"{t[4096]['tiles']} of them too",
+        f"the {t[4096]['tiles']} × {t[4096]['k_iterations']} k-iterations, 64 deep each, are dealt out evenly, each SM "
+        f"does {t[4096]['stream_k_tiles']:.2f} tiles' worth of work",
+        f"what the even split saves at best, {pct(t[4096]['stream_k_saving'])} at 4096³, and how many tiles it splits, "
+        f"{t[4096]['split_tiles']}",
+        f"At 1024³, where {t[1024]['tiles']} tiles leave {132 - t[1024]['tiles']} SMs idle, it would save up to "
+        f"{t[1024]['stream_k_saving']:.0%}; at 2048³, {t[2048]['tiles']} tiles on 132 SMs, nothing",
+        "a model, with no measurement behind it, and not a step of this chapter",
+    ], prose)

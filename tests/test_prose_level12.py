@@ -400,7 +400,8 @@ def test_tensor_parallel_table_is_measured_beside_the_model(monkeypatch):
     monkeypatch.setattr(IPython.display, "display", notes.append)
     html = report.tp_table(report.runs()).data
     assert "measured ms" in html and "7.225" in html and "6.345" in html and "-23%" in html and not notes
-    assert "ok" in report.simulated_check().data and "WRONG" not in report.simulated_check().data
+    check = report.simulated_check()._repr_html_()  # folded, closed: every run passes
+    assert "ok" in check and "WRONG" not in check and "all pass" in check and "<details class=\"gemm-fold\">" in check
     # on paper, the block's compute is priced at its measured one-GPU rate
     rate, source = report.tp_one_gpu_rate(report.runs(), "float16", tp.DEFAULT_SHAPE)
     assert rate == pytest.approx(_tp("float16", None, 1, False, gpus=1)["tflops"]) and "measured" in source
@@ -450,3 +451,23 @@ def test_a_newer_recording_is_shown_beside_its_model(tmp_path, monkeypatch):
     assert comp and not any(c["from_phases"] for c in comp)
     row = next(c for c in comp if c["scheme"] == "row split" and c["n"] == 16384 and c["scope"] == "end to end")
     assert row["model_ms"] == pytest.approx(row["row"]["model"]["model_ms"])
+
+
+def test_alpha_is_a_fit_intercept(prose):
+    """α is the intercept of the line fitted from 1 MiB up, not a measured latency: the broadcast's α exceeds a whole
+    small broadcast of the same run, and the all-reduce's two steps of α exceed a whole small all-reduce."""
+    f = FITS["fits"]["fits"]
+    small = lambda c: min((p for p in FITS["points"] if p["collective"] == c and p["n_bytes"] < FITS["fit_min_bytes"]),  # noqa: E731
+                          key=lambda p: p["median_s"])
+    bc, ar = small("broadcast"), small("all-reduce")
+    assert f["broadcast"]["alpha_s"] > bc["median_s"] and 2 * f["all-reduce"]["alpha_s"] > ar["median_s"]
+    kib = lambda p: f"{p['n_bytes'] // 1024} KiB"  # noqa: E731
+    us = lambda s: f"{s * 1e6:.1f} µs"  # noqa: E731
+    assert_prose_says([
+        "These $\\alpha$ are fit intercepts, not measured latencies of one step",
+        f"The broadcast's {us(f['broadcast']['alpha_s'])} is more than a whole {kib(bc)} broadcast took in the same run, "
+        f"{us(bc['median_s'])}; the all-reduce's two steps of {us(f['all-reduce']['alpha_s'])} make "
+        f"{us(2 * f['all-reduce']['alpha_s'])}, against {us(ar['median_s'])} for a whole {kib(ar)} all-reduce",
+        "The usual remedy, known from practice and not measured here",
+        "`NCCL_MAX_CTAS` or `NCCL_MAX_NCHANNELS`, or `maxCTAs` in a communicator's `ncclConfig_t`"], prose)
+    assert "is the latency of one step (a launch" not in prose

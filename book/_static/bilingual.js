@@ -106,7 +106,12 @@
       div.style.height = layout.height + "px";
     }
     div._gemmFigLang = lang;
-    return (first ? window.Plotly.newPlot : window.Plotly.react)(div, data, layout, div._gemmConfig);
+    // No toolbar on a phone, where it sits on the title. plots.py's config asks window.innerWidth, which a
+    // phone may report wider while the page is still loading (zoomed out to wide content); the layout
+    // viewport's width is the phone's own.
+    var config = Object.assign({}, div._gemmConfig);
+    if (Math.min(root.clientWidth || Infinity, window.innerWidth || Infinity) < 700) config.displayModeBar = false;
+    return (first ? window.Plotly.newPlot : window.Plotly.react)(div, data, layout, config);
   }
   window.gemmDrawFigure = function (id, fig, config) {
     var div = document.getElementById(id);
@@ -203,8 +208,10 @@
     return zh === undefined ? null : text.replace(t, zh);
   }
   // Sphinx's search page says its messages through Documentation.gettext: give it the Chinese catalog.
-  if (root.dataset.lang === "zh" && window.Documentation && window.Documentation.TRANSLATIONS) {
-    Object.keys(THEME_ZH).forEach(function (k) { window.Documentation.TRANSLATIONS[k] = THEME_ZH[k]; });
+  // (doctools.js declares it with a top-level const: a global name, not a property of window.)
+  var docs = typeof Documentation !== "undefined" ? Documentation : window.Documentation;  // eslint-disable-line no-undef
+  if (root.dataset.lang === "zh" && docs && docs.TRANSLATIONS) {
+    Object.keys(THEME_ZH).forEach(function (k) { docs.TRANSLATIONS[k] = THEME_ZH[k]; });
   }
   var ATTRS = ["title", "placeholder", "aria-label", "data-bs-title", "data-bs-original-title", "data-toggle-hint"];
   var themeText = [];  // [node, english]

@@ -11,7 +11,8 @@
 // Why this shape: for each k, a warp reads its A values as 8 distinct float4 (lanes with the same
 // lm share one: a broadcast) and its B values as 4 distinct float4, each set contiguous in shared
 // memory, so every shared load is 16 bytes wide and, by the bank model, conflict-free (Nsight Compute
-// agrees for A; B's loads take about twice the passes the model gives), and each thread turns
+// agrees for A; B's loads take 4 passes, twice the model's, which it counts as the ideal for that
+// pattern, not as conflicts: see peak_probe.cu's shared_load_probe), and each thread turns
 // (TM + TN)/4 shared loads into TM·TN FMAs (8×8: 4 LDS.128 per 64 FFMA).
 //
 // Main loop, one barrier per k-tile (Level 4's scheme, 16-byte global loads staged in registers):
@@ -31,7 +32,7 @@
 //     1 set:   ... lds(15) fma(14) fma(15) store barrier │ lds(0) ··wait·· fma(0) lds(1) ...
 //     2 sets:  ... lds(15) fma(14) store barrier lds(0) fma(15) │ lds(1) fma(0) ...
 //
-//   STEPPED = true: a thread's global loads of one k-tile start from one pointer per operand that
+//   STEPPED = true: a thread's global loads of one k-tile start from one address per operand (an integer) that
 //   moves a k-tile per step, instead of each recomputing a 64-bit address and two bounds.
 //   UNROLL_K < BK: the k-tile runs as BK / UNROLL_K passes over one copy of UNROLL_K unrolled steps.
 //   Fully unrolled, a 64×64 warp tile at BK = 16 is a loop of about 2300 instructions (36 KB), which
@@ -104,7 +105,7 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     float4 a_next[A_LOADS], b_next[VEC ? 1 : B_LOADS];
 
     // STEPPED (vector path): a thread's loads of one k-tile lie a fixed number of rows apart (ROWS_A of
-    // A, ROWS_B of B) in one column, so they start from one pointer per operand, which moves by a
+    // A, ROWS_B of B) in one column, so they start from one address per operand, which moves by a
     // k-tile per step, and each bounds check is one compare. Without it every load recomputes its
     // 64-bit address and both checks: at 64×256 the SASS of one k-tile holds about 50 more integer
     // instructions (out of about 2300).
@@ -113,26 +114,31 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
                   "a thread's loads of one k-tile share one column");
     const int a_row = tid / (BK / 4), a_col = (tid % (BK / 4)) * 4;
     const int b_row = tid / (BN / 4), b_col = (tid % (BN / 4)) * 4;
-    const float* a_first = A + (size_t)(row0 + a_row) * K + a_col;
-    const float* b_first = B + (size_t)b_row * N + col0 + b_col;
-    const size_t a_step = (size_t)ROWS_A * K, b_step = (size_t)ROWS_B * N;  // from one load to the next
+    // Addresses as integers, not pointers: in the last tile row or column a thread's loads may lie outside
+    // A or B, and C++ does not allow even forming a pointer outside an array, so a pointer is made from an
+    // address only after its check. (Offsets in elements instead cost about 45 more instructions per k-tile
+    // at 64×256, the compiler scaling each offset again; __ldg keeps the read-only global load that
+    // __restrict__ gave, which a pointer made from an integer would lose.)
+    const size_t a_first = reinterpret_cast<size_t>(A) + ((size_t)(row0 + a_row) * K + a_col) * sizeof(float);
+    const size_t b_first = reinterpret_cast<size_t>(B) + ((size_t)b_row * N + col0 + b_col) * sizeof(float);
+    const size_t a_step = (size_t)ROWS_A * K * sizeof(float), b_step = (size_t)ROWS_B * N * sizeof(float);
     const int a_rows_left = M - row0 - a_row;  // load i is inside A if i · ROWS_A < a_rows_left
     const bool b_col_inside = col0 + b_col < N;
 
     auto load_global = [&](int k0, int buf) {
         if constexpr (STEPPED && VEC) {
-            const float* a_src = a_first + k0;
+            size_t a_src = a_first + (size_t)k0 * sizeof(float);
             const bool a_col_inside = k0 + a_col < K;
 #pragma unroll
             for (int i = 0; i < A_LOADS; ++i, a_src += a_step)
                 a_next[i] = (a_col_inside && i * ROWS_A < a_rows_left)
-                                ? *reinterpret_cast<const float4*>(a_src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            const float* b_src = b_first + (size_t)k0 * N;
+                                ? __ldg(reinterpret_cast<const float4*>(a_src)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            size_t b_src = b_first + (size_t)k0 * N * sizeof(float);
             const int b_rows_left = K - k0 - b_row;
 #pragma unroll
             for (int i = 0; i < B_LOADS; ++i, b_src += b_step) {
                 const bool ok = b_col_inside && i * ROWS_B < b_rows_left;
-                copy_async<16>(&Bs[buf][b_row + i * ROWS_B][b_col], ok ? b_src : B, ok);
+                copy_async<16>(&Bs[buf][b_row + i * ROWS_B][b_col], ok ? reinterpret_cast<const float*>(b_src) : B, ok);
             }
             copy_async_commit();
             return;
@@ -141,28 +147,28 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = tid + i * THREADS;
             const int gr = row0 + e / (BK / 4), gk = k0 + (e % (BK / 4)) * 4;
-            const float* p = A + (size_t)gr * K + gk;
+            const size_t o = (size_t)gr * K + gk;  // an offset: A + o is formed only where it is inside A
             if (VEC) {
-                a_next[i] = (gr < M && gk < K) ? *reinterpret_cast<const float4*>(p)
+                a_next[i] = (gr < M && gk < K) ? *reinterpret_cast<const float4*>(A + o)
                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             } else {
                 const bool r = gr < M;
-                a_next[i] = make_float4(r && gk < K ? p[0] : 0.0f, r && gk + 1 < K ? p[1] : 0.0f,
-                                        r && gk + 2 < K ? p[2] : 0.0f, r && gk + 3 < K ? p[3] : 0.0f);
+                a_next[i] = make_float4(r && gk < K ? A[o] : 0.0f, r && gk + 1 < K ? A[o + 1] : 0.0f,
+                                        r && gk + 2 < K ? A[o + 2] : 0.0f, r && gk + 3 < K ? A[o + 3] : 0.0f);
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = tid + i * THREADS;
             const int gk = k0 + e / (BN / 4), gc = col0 + (e % (BN / 4)) * 4;
-            const float* p = B + (size_t)gk * N + gc;
+            const size_t o = (size_t)gk * N + gc;
             if (VEC) {
                 const bool ok = gk < K && gc < N;
-                copy_async<16>(&Bs[buf][e / (BN / 4)][(e % (BN / 4)) * 4], ok ? p : B, ok);
+                copy_async<16>(&Bs[buf][e / (BN / 4)][(e % (BN / 4)) * 4], B + (ok ? o : 0), ok);
             } else {
                 const bool r = gk < K;
-                b_next[i] = make_float4(r && gc < N ? p[0] : 0.0f, r && gc + 1 < N ? p[1] : 0.0f,
-                                        r && gc + 2 < N ? p[2] : 0.0f, r && gc + 3 < N ? p[3] : 0.0f);
+                b_next[i] = make_float4(r && gc < N ? B[o] : 0.0f, r && gc + 1 < N ? B[o + 1] : 0.0f,
+                                        r && gc + 2 < N ? B[o + 2] : 0.0f, r && gc + 3 < N ? B[o + 3] : 0.0f);
             }
         }
         copy_async_commit();

@@ -13,6 +13,14 @@
 //                   the kernel); LDMATRIX=true reloads them with ldmatrix every k-step, as the kernel
 //                   does. No global memory and no barriers in the loop: the difference to Level 10's
 //                   measured speed is what the copies and the pipeline cost.
+//   shared_load_probe
+//                   Level 8's fragment loads and nothing else: a block of Level 8's threads reads its A
+//                   and B fragments (As[k][wm0 + wi·32 + lm·4], Bs[k][wn0 + wj·16 + ln·4], one LDS.128
+//                   each, Level 8's tile sizes and padding) from one k-tile, again and again, so that
+//                   Nsight Compute can count the passes (wavefronts) of exactly those access patterns
+//                   (bank_probe.py). PATTERN: 0 A's loads, 1 B's, 2 both as in Level 8's k-step, 3 32
+//                   distinct contiguous float4 per warp, 4 one float4 for the whole warp (the two
+//                   bounds).
 //
 // Each chain depends only on itself, so with enough chains (and warps) the latency of one
 // instruction is hidden behind the others and only the issue rate is left. The results are written
@@ -102,4 +110,43 @@ mma_sync_warp_tile(float* out, int iterations)
 #pragma unroll
         for (int j = 0; j < NT; ++j) sum += acc[i][j][0] + acc[i][j][3];
     if (sum == -1.0f) out[threadIdx.x] = sum;  // never true: every accumulator only grows
+}
+
+// One 16-byte shared load that the compiler can neither merge, split nor move out of the loop.
+__device__ __forceinline__ float4 lds128(const float* p)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(smem_u32(p)));
+    return v;
+}
+
+template <int BM, int BN, int WM, int WN, int PATTERN>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+shared_load_probe(float* out, int iterations)
+{
+    constexpr int BK = 16, A_STRIDE = BM + 4, WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
+    constexpr int WM_ITER = WM / 32, WN_ITER = WN / 16;
+    __shared__ __align__(16) float As[BK][A_STRIDE];  // as Level 8: A transposed, rows padded by 4 floats
+    __shared__ __align__(16) float Bs[BK][BN];
+    for (int e = threadIdx.x; e < BK * A_STRIDE; e += THREADS) (&As[0][0])[e] = 1.0f;
+    for (int e = threadIdx.x; e < BK * BN; e += THREADS) (&Bs[0][0])[e] = 1.0f;
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN, lm = lane / 4, ln = lane % 4;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    auto add = [&](float4 v) { sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w; };
+    for (int it = 0; it < iterations; ++it)
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            if (PATTERN == 0 || PATTERN == 2)
+#pragma unroll
+                for (int wi = 0; wi < WM_ITER; ++wi) add(lds128(&As[k][wm0 + wi * 32 + lm * 4]));
+            if (PATTERN == 1 || PATTERN == 2)
+#pragma unroll
+                for (int wj = 0; wj < WN_ITER; ++wj) add(lds128(&Bs[k][wn0 + wj * 16 + ln * 4]));
+            if (PATTERN == 3) add(lds128(&Bs[k][(lane * 4) % BN]));
+            if (PATTERN == 4) add(lds128(&Bs[k][0]));
+        }
+    if (sum.x + sum.y + sum.z + sum.w == -1.0f) out[threadIdx.x] = sum.x;  // never true: the sums only grow
 }

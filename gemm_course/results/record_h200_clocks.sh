@@ -7,7 +7,24 @@
 #   stage 3: after the kernel-hazard fixes (zeroed accumulators in Level 11 and 13, __syncwarp in Level 10's
 #            TMA path): the GPU tests of those kernels (odd shapes, poisoned C, split-K twice on the same
 #            counters), their compile reports, and a 4096³ timing of each to compare with the recorded run
-# Usage: gemm_course/results/record_h200_clocks.sh 1|2|3 OUTDIR
+#   stage 4: after Level 8's fix (no pointer formed outside A or B): its GPU tests, every showcase and experiment
+#            setting checked on odd shapes (random inputs, NaN-poisoned C), compute-sanitizer memcheck on odd
+#            shapes, then its showcase re-recorded at 4096³ and 8192³ with cuBLAS paired (clocks/ file)
+#   stage 5: Nsight Compute: Level 8's counters after the fix, Level 13's promotion counters (with block-scaled
+#            cuBLASLt), Level 8's shared-load passes (probe and kernel variants, per-instruction source counters);
+#            and Level 10's barrier at one and two blocks per SM timed with the kernel clock
+#   stage 6: repeated calls that reuse their preparation, checked on new operands (GPU tests), then what a
+#            repeated gc.gemm call costs on the host beside its kernel, each level's fastest recorded setting and
+#            Level 13 at 4096³: host µs per call, back-to-back calls timed with CUDA events, the harness's
+#            prepared launch in the same run (python -m gemm_course hostcost)
+#   stage 7: Level 8's showcase, the source before its fix against the current one, in turn in one process; the
+#            earlier source is read from git (the commit in the stage) or, without the history, from EARLIER=FILE
+#   stage 8: after Level 8's fix, its per-level file with the kernel clock (showcase at every recorded size and
+#            shape, the sweep, the instruction mixes; the README's command), then its top_rungs showcase at 4096³
+#            and 8192³ (the shipped h200_top_rungs_float32.json)
+#   stage 9: after Level 8's last edit, its counters at 4096³ (every showcase and experiment setting, cuBLAS fp32
+#            in the same run; the README's counters command), the shipped h200_counters_08_warp_tiling.json
+# Usage: gemm_course/results/record_h200_clocks.sh 1|2|3|4|5|6|7|8|9 OUTDIR
 set -uo pipefail
 stage=${1:?stage 1 or 2}; out=${2:?output folder}
 mkdir -p "$out"
@@ -33,6 +50,65 @@ elif [ "$stage" = 3 ]; then
   timeout 80 $py -m gemm_course fp8 --record --sizes 4096 --out "$out/verify_fp8_4096.json" 2>&1 | tail -12
   timeout 60 $py -m gemm_course record --levels 10_mma_pipeline 11_hopper_wgmma --showcase-only --sizes 4096 \
       --dtype bfloat16 --out "$out/verify_10_11_4096.json" 2>&1 | tail -22
+elif [ "$stage" = 4 ]; then
+  timeout 150 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_gpu.py -k "08_warp_tiling" 2>&1 | tail -6
+  timeout 90 $py - <<'PY' 2>&1 | tail -6
+import gemm_course as gc
+from gemm_course.check import ODD_SHAPES
+lv = gc.get_level("08_warp_tiling")
+shapes = ODD_SHAPES + ((130, 132, 68), (1000, 1028, 516), (4097, 260, 1000), (64, 256, 16))  # vector path too
+bad = [(p, s, str(r)) for p in (*lv.showcase, *lv.experiments) for s in shapes
+       for r in [gc.check(lv.id, *s, **p)] if not r.passed]
+print(f"Level 8: {len(lv.showcase) + len(lv.experiments)} settings x {len(shapes)} shapes checked, {len(bad)} failed", bad[:3])
+PY
+  cat > /tmp/memcheck_l8.py <<'PY'
+import cupy, gemm_course as gc
+cupy.cuda.set_allocator(None)  # one cudaMalloc per array, so that memcheck sees each array's own bounds
+lv = gc.get_level("08_warp_tiling")
+for p in lv.showcase:
+    for s in ((33, 65, 17), (129, 260, 68), (257, 260, 36)):
+        assert gc.check(lv.id, *s, **p).passed, (p, s)
+print("memcheck program done")
+PY
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  PYTHONPATH=$PWD timeout 150 "$sanitizer" --tool memcheck --error-exitcode 9 --print-limit 5 $py /tmp/memcheck_l8.py 2>&1 | tail -6
+  echo "memcheck exit: ${PIPESTATUS[0]}"
+  timeout 170 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
+      --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -16
+elif [ "$stage" = 5 ]; then
+  timeout 150 $py -m gemm_course counters --record --levels 08_warp_tiling --out "$out/h200_08_counters_after_fix.json" 2>&1 | tail -4
+  timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_promotion_counters('$out/h200_13_promotion_counters.json')" 2>&1 | tail -8
+  timeout 120 $py -c "from gemm_course import ncu_probes as p; p.record_bank_probe('$out/h200_08_bank_probe.json')" 2>&1 | tail -24
+  ncu=$($py -c "from gemm_course.counters import find_ncu; print(find_ncu())")
+  cat > /tmp/l8_source.json <<'JS'
+[{"kind": "level8", "params": {"BM": 64, "BN": 256, "WM": 64, "WN": 64, "stepped": true}, "variant": "as_is", "M": 4096, "N": 4096, "K": 4096}]
+JS
+  timeout 90 "$ncu" --target-processes all --clock-control none --nvtx --nvtx-include gemm_course/ --section SourceCounters \
+      --import-source no -f -o "$out/h200_08_source" $py -m gemm_course.ncu_probes /tmp/l8_source.json 2>&1 | tail -3
+  timeout 60 "$ncu" -i "$out/h200_08_source.ncu-rep" --page source --print-source sass --csv > "$out/h200_08_source_sass.csv" 2>&1
+  echo "source page: $(wc -l < "$out/h200_08_source_sass.csv") lines"; head -c 600 "$out/h200_08_source_sass.csv"; echo
+  timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_barrier_blocks('$out/h200_10_barrier_blocks.json')" 2>&1 | tail -9
+elif [ "$stage" = 6 ]; then
+  timeout 200 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_prepared_launch.py -k on_the_gpu 2>&1 | tail -6
+  timeout 380 $py -m gemm_course hostcost --out "$out/h200_host_cost.json" 2>&1 | tail -20
+elif [ "$stage" = 7 ]; then
+  commit=5facd7f37eedbdb19602e6f5302c5ecfe7a7a90b
+  earlier=${EARLIER:-/tmp/08_warp_tiling_earlier.cu}
+  [ -n "${EARLIER:-}" ] || git show "$commit:gemm_course/kernels/08_warp_tiling.cu" > "$earlier" || exit 1
+  timeout 300 $py -c "from gemm_course import ncu_probes as p; p.record_level8_edit_ab('$out/h200_08_edit_ab.json', '$earlier', '$commit')" 2>&1 | tail -50
+elif [ "$stage" = 8 ]; then
+  SECONDS=0
+  timeout 300 $py -m gemm_course record --levels 08_warp_tiling --out "$out/h200_08_warp_tiling.json" 2>&1 | tail -40
+  echo "per-level record: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  timeout 90 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
+      --out "$out/h200_top_rungs_float32.json" 2>&1 | tail -14
+  echo "top_rungs: exit ${PIPESTATUS[0]}, ${SECONDS} s in all"
+elif [ "$stage" = 9 ]; then
+  SECONDS=0
+  sha256sum gemm_course/kernels/08_warp_tiling.cu
+  timeout 250 $py -m gemm_course counters --record --levels 08_warp_tiling \
+      --out "$out/h200_counters_08_warp_tiling.json" 2>&1 | tail -8
+  echo "counters: exit ${PIPESTATUS[0]}, ${SECONDS} s"
 else
   timeout 170 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
       --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -20

@@ -76,28 +76,28 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         for (int i = 0; i < A_LOADS; ++i) {
             const int e = tid + i * THREADS;
             const int gr = row0 + e / (BK / 4), gk = k0 + (e % (BK / 4)) * 4;
-            const float* p = A + (size_t)gr * K + gk;
+            const size_t o = (size_t)gr * K + gk;  // an offset: A + o is formed only where it is inside A
             if (VEC) {
-                a_next[i] = (gr < M && gk < K) ? *reinterpret_cast<const float4*>(p)
+                a_next[i] = (gr < M && gk < K) ? *reinterpret_cast<const float4*>(A + o)
                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             } else {
                 const bool r = gr < M;
-                a_next[i] = make_float4(r && gk < K ? p[0] : 0.0f, r && gk + 1 < K ? p[1] : 0.0f,
-                                        r && gk + 2 < K ? p[2] : 0.0f, r && gk + 3 < K ? p[3] : 0.0f);
+                a_next[i] = make_float4(r && gk < K ? A[o] : 0.0f, r && gk + 1 < K ? A[o + 1] : 0.0f,
+                                        r && gk + 2 < K ? A[o + 2] : 0.0f, r && gk + 3 < K ? A[o + 3] : 0.0f);
             }
         }
 #pragma unroll
         for (int i = 0; i < B_LOADS; ++i) {
             const int e = tid + i * THREADS;
             const int gk = k0 + e / (BN / 4), gc = col0 + (e % (BN / 4)) * 4;
-            const float* p = B + (size_t)gk * N + gc;
+            const size_t o = (size_t)gk * N + gc;
             if (VEC) {
                 const bool ok = gk < K && gc < N;
-                copy_async<16>(&Bs[buf][e / (BN / 4)][(e % (BN / 4)) * 4], ok ? p : B, ok);
+                copy_async<16>(&Bs[buf][e / (BN / 4)][(e % (BN / 4)) * 4], B + (ok ? o : 0), ok);
             } else {
                 const bool r = gk < K;
-                b_next[i] = make_float4(r && gc < N ? p[0] : 0.0f, r && gc + 1 < N ? p[1] : 0.0f,
-                                        r && gc + 2 < N ? p[2] : 0.0f, r && gc + 3 < N ? p[3] : 0.0f);
+                b_next[i] = make_float4(r && gc < N ? B[o] : 0.0f, r && gc + 1 < N ? B[o + 1] : 0.0f,
+                                        r && gc + 2 < N ? B[o + 2] : 0.0f, r && gc + 3 < N ? B[o + 3] : 0.0f);
             }
         }
         copy_async_commit();

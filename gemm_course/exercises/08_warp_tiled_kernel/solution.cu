@@ -60,13 +60,13 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         for (int v = tid; v < BM * BK / 4; v += THREADS) {
             const int m = v / (BK / 4), k = (v % (BK / 4)) * 4;
             const int r = row0 + m, kk = k0 + k;
-            const float* p = A + (size_t)r * K + kk;
+            const size_t o = (size_t)r * K + kk;  // an offset: A + o is formed only where it is inside A
             float4 x = zero;
             if (VEC) {
-                if (r < M && kk < K) x = *reinterpret_cast<const float4*>(p);
+                if (r < M && kk < K) x = *reinterpret_cast<const float4*>(A + o);
             } else if (r < M) {
-                x = make_float4(kk < K ? p[0] : 0.0f, kk + 1 < K ? p[1] : 0.0f,
-                                kk + 2 < K ? p[2] : 0.0f, kk + 3 < K ? p[3] : 0.0f);
+                x = make_float4(kk < K ? A[o] : 0.0f, kk + 1 < K ? A[o + 1] : 0.0f,
+                                kk + 2 < K ? A[o + 2] : 0.0f, kk + 3 < K ? A[o + 3] : 0.0f);
             }
             As[k + 0][m] = x.x;
             As[k + 1][m] = x.y;
@@ -76,13 +76,13 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         for (int v = tid; v < BK * BN / 4; v += THREADS) {
             const int k = v / (BN / 4), n = (v % (BN / 4)) * 4;
             const int kk = k0 + k, c = col0 + n;
-            const float* p = B + (size_t)kk * N + c;
+            const size_t o = (size_t)kk * N + c;
             float4 x = zero;
             if (VEC) {
-                if (kk < K && c < N) x = *reinterpret_cast<const float4*>(p);
+                if (kk < K && c < N) x = *reinterpret_cast<const float4*>(B + o);
             } else if (kk < K) {
-                x = make_float4(c < N ? p[0] : 0.0f, c + 1 < N ? p[1] : 0.0f,
-                                c + 2 < N ? p[2] : 0.0f, c + 3 < N ? p[3] : 0.0f);
+                x = make_float4(c < N ? B[o] : 0.0f, c + 1 < N ? B[o + 1] : 0.0f,
+                                c + 2 < N ? B[o + 2] : 0.0f, c + 3 < N ? B[o + 3] : 0.0f);
             }
             *reinterpret_cast<float4*>(&Bs[k][n]) = x;
         }
