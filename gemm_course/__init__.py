@@ -23,22 +23,28 @@ if sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is signal.default_
 
     signal.signal(signal.SIGINT, _interrupted_while_loading)  # __main__.main restores Python's own handler
 
-from .bench import Timing, bench, time_gpu
-from .bilingual import language  # gc.language("zh") / ("en"): outputs in one language (Jupyter, Colab)
-from .check import CheckResult, check, random_operands, relative_error, tolerance
-from .compile import CompileReport, compile_report, kernel_source, show_source
+from gemm_course.measure.bench import Timing, bench, time_gpu
+from gemm_course.bilingual.language import language  # gc.language("zh") / ("en"): outputs in one language (Jupyter, Colab)
+from gemm_course.run.check import CheckResult, check, random_operands, relative_error, tolerance
+from gemm_course.run.compile import CompileReport, compile_report, kernel_source, show_source
 from .device import gpu_available
-from .launch import gemm
+from gemm_course.run.launch import gemm
 from .levels import Launch, Level, Param, get_level, levels
 
-# Submodules that pull in plotly or ipywidgets load on first use, so `import gemm_course` stays light.
-_LAZY = {"autotune", "counters", "cpu_backend", "diagrams", "display_text", "exercises", "models", "notebook", "plots", "predictions",
-         "results", "sass", "warp_access", "widgets"}
+# Short names the notebooks use (gc.notebook, gc.plots, ...): each module lives in its topic's folder and
+# loads on first use, so `import gemm_course` stays light (plotly and ipywidgets load only when shown).
+_LAZY = {
+    "autotune": "measure.autotune", "compile": "run.compile", "counters": "measure.counters",
+    "cpu_backend": "run.cpu_backend", "diagrams": "display.diagrams", "dtypes": "run.dtypes",
+    "exercises": "exercises", "models": "models", "notebook": "display.notebook", "plots": "display.plots",
+    "predictions": "measure.predictions", "results": "measure.results", "sass": "inspect.sass",
+    "warp_access": "inspect.warp_access", "widgets": "display.widgets",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(f"{__name__}.{_LAZY[name]}")
     raise AttributeError(f"module 'gemm_course' has no attribute {name!r}")
 
 

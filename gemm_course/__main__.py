@@ -66,7 +66,7 @@ def _selected(names: Optional[list[str]]):
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from .bench import bench
+    from gemm_course.measure.bench import bench
 
     configs = [parse_config(c) for c in args.config]
     if not configs:
@@ -85,7 +85,7 @@ def record_plan(level_ids: Optional[list[str]], showcase_only: bool = False,
     for lv in _selected(level_ids):
         plan.append(([(lv.id, dict(s)) for s in lv.showcase], sizes or [*DEFAULT_SIZES, *lv.record_shapes], {}))
         if lv.sweep is not None and not showcase_only:
-            from .autotune import search_space  # the tuner's search space: one definition for both
+            from gemm_course.measure.autotune import search_space  # the tuner's search space: one definition for both
 
             plan.append(([(lv.id, s) for s in search_space(lv)], [lv.sweep_size], SWEEP_TIMING))
     return plan
@@ -94,8 +94,8 @@ def record_plan(level_ids: Optional[list[str]], showcase_only: bool = False,
 def cmd_record(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from .bench import _write_json, bench, bench_fusion
-    from .sass import find_disassembler
+    from gemm_course.measure.bench import _write_json, bench, bench_fusion
+    from gemm_course.inspect.sass import find_disassembler
 
     result = None
     sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
@@ -127,7 +127,7 @@ def cmd_record(args: argparse.Namespace) -> None:
 def sass_record(level: str, params: dict) -> dict:
     """The instruction mix of a kernel as compiled for this GPU (recorded beside its timings)."""
     from . import device
-    from .sass import disassemble, instruction_mix, memory_summary
+    from gemm_course.inspect.sass import disassemble, instruction_mix, memory_summary
 
     lv = get_level(level)
     arch = lv.build_arch or device.arch()  # what disassemble() builds
@@ -136,7 +136,7 @@ def sass_record(level: str, params: dict) -> dict:
 
 
 def cmd_sass(args: argparse.Namespace) -> None:
-    from .sass import disassemble, instruction_mix, memory_summary
+    from gemm_course.inspect.sass import disassemble, instruction_mix, memory_summary
 
     level, params = parse_config(args.config)
     text = disassemble(level, arch=args.arch, **params)
@@ -148,7 +148,7 @@ CPU_EXTRA_SETTINGS = 8  # check --all-settings without a GPU: the showcase and t
 
 def cmd_check(args: argparse.Namespace) -> None:
     from . import device
-    from .check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
+    from gemm_course.run.check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 
     if args.max_settings is not None and args.max_settings < 0:
         raise ValueError(f"--max-settings {args.max_settings}: write 0 (every setting) or a positive number · "
@@ -199,7 +199,7 @@ def cmd_check(args: argparse.Namespace) -> None:
 
 
 def cmd_fp8(args: argparse.Namespace) -> None:
-    from . import fp8_gemm
+    from gemm_course.fp8 import gemm as fp8_gemm
 
     if args.record or args.counters or args.accuracy:
         if not args.out:
@@ -217,7 +217,7 @@ def cmd_fp8(args: argparse.Namespace) -> None:
             else:
                 fp8_gemm.record_fp8_counters(args.out)
         else:
-            from .fp8_accuracy import record_accuracy
+            from gemm_course.fp8.accuracy import record_accuracy
 
             record_accuracy(args.out)
         return
@@ -230,7 +230,7 @@ def cmd_fp8(args: argparse.Namespace) -> None:
 
 def _summary_level(text: str) -> str:
     """A level as `summary --level` takes it: a registry level (5, 05, 05_register_blocking) or Level 13."""
-    from .fp8_gemm import LEVEL_ID
+    from gemm_course.fp8.gemm import LEVEL_ID
 
     if text.strip().lstrip("0") == "13" or text.strip() == LEVEL_ID:
         return LEVEL_ID
@@ -269,7 +269,7 @@ def _summary_short(rows: list[dict]) -> list[str]:
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
-    from .results import summary
+    from gemm_course.measure.results import summary
 
     level = _summary_level(args.level) if args.level else None
     rows = summary(level)
@@ -280,10 +280,10 @@ def cmd_summary(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from .compile import compile_report
+    from gemm_course.run.compile import compile_report
 
     if _split_config(args.config)[0] in ("13", "13_fp8_blockscaled", "fp8_blockscaled", "fp8"):
-        from .fp8_gemm import ARCH, fp8_compile_report  # Level 13 lives outside the registry (see `fp8`)
+        from gemm_course.fp8.gemm import ARCH, fp8_compile_report  # Level 13 lives outside the registry (see `fp8`)
 
         params = _split_config(args.config)[1]
         if set(params) - {"scaling", "stages", "block_n", "block_m", "overlap"}:
@@ -300,7 +300,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_batched(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from .bench import METHOD, SETTLE_S, _write_json, bench_batched, provenance
+    from gemm_course.measure.bench import METHOD, SETTLE_S, _write_json, bench_batched, provenance
 
     method = METHOD.format(min_reps=5, max_reps=50, budget_s=2.0, tf32=0, settle_s=SETTLE_S).replace(
         "cuBLAS (cupy.matmul", "cuBLAS strided-batched (cupy.matmul on 3-D arrays", 1)
@@ -313,8 +313,8 @@ def cmd_batched(args: argparse.Namespace) -> None:
 def cmd_peak(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from .bench import _write_json, provenance
-    from .peak import METHOD, PROBES, launch_overhead, measure_peaks, pipeline_parts
+    from gemm_course.measure.bench import _write_json, provenance
+    from gemm_course.measure.peak import METHOD, PROBES, launch_overhead, measure_peaks, pipeline_parts
 
     overhead = launch_overhead()
     rows = measure_peaks(args.probes.split(",") if args.probes else tuple(PROBES))
@@ -333,7 +333,7 @@ def cmd_experiments(args: argparse.Namespace) -> None:
     setting it is compared with, cuBLAS in the same run; and Level 6 against a one-kernel epilogue."""
     from pathlib import Path
 
-    from .bench import _write_json, bench, bench_fusion
+    from gemm_course.measure.bench import _write_json, bench, bench_fusion
 
     result = None
     for lv in _selected(args.levels):
@@ -350,7 +350,7 @@ def cmd_experiments(args: argparse.Namespace) -> None:
 
 
 def cmd_counters(args: argparse.Namespace) -> None:
-    from . import counters, results
+    from gemm_course.measure import counters, results
 
     if args.record:
         if not args.out:
@@ -502,7 +502,7 @@ def parse_layer_shape(text: str) -> tuple[int, int, int]:
 
 
 def cmd_multigpu(args: argparse.Namespace) -> None:
-    from .multigpu import bench_multigpu
+    from gemm_course.multigpu.schemes import bench_multigpu
 
     local, _, rest = args.local.partition(":")
     local_params = parse_config(args.local)[1] if local != "cublas" else {}
@@ -528,7 +528,7 @@ def cmd_multigpu(args: argparse.Namespace) -> None:
 
 
 def cmd_hostcost(args: argparse.Namespace) -> None:
-    from .host_cost import host_cost, host_cost_plan
+    from gemm_course.measure.host_cost import host_cost, host_cost_plan
 
     if args.size < 1:
         raise ValueError(f"--size must be a positive whole number, not {args.size} (e.g. --size 4096) / "
@@ -548,7 +548,7 @@ def _refuse_shipped_out(out: Optional[str]) -> None:
     """--out inside the course's recorded results would replace (or sit among) the shipped measurements."""
     from pathlib import Path
 
-    from .results import RESULTS_DIR
+    from gemm_course.measure.results import RESULTS_DIR
 
     if out and RESULTS_DIR.resolve() in Path(out).resolve().parents:
         raise ValueError(f"--out {out} is inside the course's recorded results ({RESULTS_DIR}): your run would replace "

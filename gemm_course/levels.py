@@ -88,8 +88,9 @@ class Level:
     # The kernel uses instructions of one architecture only (sm_90a: wgmma, setmaxnreg): compiled
     # for sm_<min_cc>a, and run only on a GPU of exactly that compute capability.
     arch_specific: bool = False
-    # The kernel's arguments when they are not (A, B, C, M, N, K): (A, B, C, M, N, K, params) → tuple.
-    kernel_args: Optional[Callable[..., tuple]] = None
+    # The kernel's arguments when they are not (A, B, C, M, N, K): the name of a function of
+    # gemm_course's Hopper host side (hopper.py), (A, B, C, M, N, K, params) → tuple, which the launch calls.
+    kernel_args: Optional[str] = None
     # The kernel also computes a batch of independent products in one launch: 3-D A (batch × M × K),
     # B (batch × K × N) and C, one product per blockIdx.z (its geometry leaves grid z to the batch).
     batched: bool = False
@@ -817,15 +818,6 @@ def _mma_min_cc(p: Mapping[str, Any]) -> int:
     return 90 if p["copy"] == "tma" or _mma_shared_bytes(p) > 163 * 1024 else 0
 
 
-def _mma_kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, p: Mapping[str, Any]) -> tuple:
-    """Raw pointers for the cp.async kernels; TMA tensor maps of A and B for copy='tma'."""
-    import numpy as np
-
-    if p["copy"] == "tma":
-        from .hopper import tma_args
-
-        return tma_args(A, B, C, M, N, K, 128)
-    return (A, B, C, np.int32(M), np.int32(N), np.int32(K))
 
 
 def _mma_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
@@ -880,7 +872,7 @@ MMA_PIPELINE = Level(
     geometry=_mma_geometry,
     rules=_mma_rules,
     setting_min_cc=_mma_min_cc,
-    kernel_args=_mma_kernel_args,
+    kernel_args="mma_pipeline_args",
     dtypes=("float16", "bfloat16"),
     out_dtype="float32",
     min_cc=80,
@@ -946,17 +938,26 @@ def _hopper_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
     return Launch(grid=(blocks, 1, 1), block=(threads, 1, 1), dynamic_shared_bytes=shared)
 
 
+# Asking the driver how many clusters fit needs the compiled kernel, and the compile path sits above this
+# registry, so the launch (launch.py, which `import gemm_course` loads) installs the question here:
+# query(level, params, threads, shared bytes, cluster size) -> clusters.
+resident_clusters_query: Optional[Callable[["Level", Mapping[str, Any], int, int, int], int]] = None
+
+
+def install_resident_clusters_query(query: Callable[["Level", Mapping[str, Any], int, int, int], int]) -> None:
+    """Let the registry's geometry ask the driver how many clusters fit (the launch installs it)."""
+    global resident_clusters_query
+    resident_clusters_query = query
+
+
 def _resident_clusters(p: Mapping[str, Any], threads: int, shared: int) -> int:
     """How many clusters of step 5 fit on the GPU at once (the driver's answer: a GPC's SM count may
     be odd, so it can be fewer than SMs / 2); without a GPU, SMs / 2 for reports."""
     from . import device
 
-    if not device.gpu_available():
+    if not device.gpu_available() or resident_clusters_query is None:
         return _sm_count() // HOPPER_CLUSTER
-    from .compile import get_kernel
-    from .hopper import max_active_clusters
-
-    return max_active_clusters(get_kernel(HOPPER, dict(p)), threads, shared, HOPPER_CLUSTER)
+    return resident_clusters_query(HOPPER, p, threads, shared, HOPPER_CLUSTER)
 
 
 def _hopper_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -978,10 +979,6 @@ def _hopper_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tu
     return []
 
 
-def _hopper_args(*args: Any) -> tuple:
-    from .hopper import kernel_args
-
-    return kernel_args(*args)
 
 
 HOPPER = Level(
@@ -1026,7 +1023,7 @@ HOPPER = Level(
     uses_tensor_cores=True,
     alignment=16,
     shape_rules=_hopper_shape_rules,
-    kernel_args=_hopper_args,
+    kernel_args="kernel_args",
     showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3},
               {"step": 4, "c_type": "input"}, {"step": 5}, {"step": 6}, {"step": 6, "c_type": "input"}),
     experiments=({"step": 5, "arrive_scope": "cluster"},),
@@ -1052,5 +1049,5 @@ def get_level(level: str | int | Level) -> Level:
     beyond = ""
     if str(level).startswith(("12", "13")) or str(level) in ("multi_gpu", "fp8_blockscaled"):
         beyond = ("; Levels 12 and 13 are not kernels of this registry: use `python -m gemm_course multigpu` "
-                  "(gemm_course.multigpu) and `python -m gemm_course fp8` (gemm_course.fp8_gemm)")
+                  "(gemm_course.multigpu.schemes) and `python -m gemm_course fp8` (gemm_course.fp8.gemm)")
     raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}{beyond}")

@@ -337,7 +337,7 @@ def bank_access(row: str, col: str, shape: tuple[int, int] = (32, 32), pad: int 
 # --- several GPUs: communication cost of splitting one GEMM (Level 12) ------------------------------
 #
 # Every scheme is a list of phases, each communication phase priced by the α-β model of the NCCL
-# collective it uses (gemm_course.collectives: a broadcast is NCCL's pipelined ring, (P−1)·α + n·β, not
+# collective it uses (gemm_course.multigpu.collectives: a broadcast is NCCL's pipelined ring, (P−1)·α + n·β, not
 # P−1 serial sends from the root), each local phase by a one-GPU measurement; every scheme is charged
 # for the same things in each scope (SchemeCost: "algorithm", "end to end", "even start").
 
@@ -434,7 +434,7 @@ def _check_scope(scope: str) -> None:
 
 def row_split_model(M: int, N: int, K: int, P: int, links, compute_s: float, itemsize: int = 4,
                     scope: str = "end to end") -> SchemeCost:
-    """The row split as phases. `links` is a gemm_course.collectives.Links (α, β per collective);
+    """The row split as phases. `links` is a gemm_course.multigpu.collectives.Links (α, β per collective);
     compute_s the time of one GPU's (M/P × K)·(K × N) product, measured alone on one GPU (or
     2·(M/P)·N·K / rate on paper).
 

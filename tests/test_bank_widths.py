@@ -3,7 +3,7 @@ against textbook patterns and against the H200 counters of Levels 2, 5 and 7."""
 import pytest
 
 import gemm_course as gc
-from gemm_course import counters
+from gemm_course.measure import counters
 from gemm_course.models import bank_access
 
 

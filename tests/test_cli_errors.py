@@ -69,7 +69,7 @@ ENV_WRONG = [("GEMM_COURSE_CPU_TIMEOUT", "abc"), ("GEMM_COURSE_CPU_TIMEOUT", "-3
 @pytest.mark.parametrize("name,value", ENV_WRONG, ids=[f"{n}={v}" for n, v in ENV_WRONG])
 def test_a_wrong_environment_variable_is_named_with_what_to_set(name, value):
     _one_line(_cli("grade", "01_edge_guard", "--solution", env={name: value}), name, f"{name}=")
-    from gemm_course import cpu_backend
+    from gemm_course.run import cpu_backend
 
     os.environ[name] = value
     try:
@@ -81,7 +81,7 @@ def test_a_wrong_environment_variable_is_named_with_what_to_set(name, value):
 
 
 def test_the_size_guards_own_advice_is_accepted(monkeypatch):
-    from gemm_course import cpu_backend
+    from gemm_course.run import cpu_backend
 
     monkeypatch.setenv("GEMM_COURSE_CPU_MAX_WORK", "1e9")  # as a reader raising the limit would write it
     assert cpu_backend.max_work() == 10**9
@@ -148,7 +148,7 @@ def test_all_settings_without_a_gpu_is_bounded_and_says_so():
 
 
 def test_summary_is_one_line_per_level_with_detail_on_demand():
-    from gemm_course.results import summary
+    from gemm_course.measure.results import summary
 
     rows = summary()
     short = _cli("summary").stdout.strip().splitlines()

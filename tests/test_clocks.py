@@ -8,9 +8,10 @@ import importlib.util
 import numpy as np
 import pytest
 
-from gemm_course import fp8_gemm, results
+from gemm_course.fp8 import gemm as fp8_gemm
+from gemm_course.measure import results
 
-bench = importlib.import_module("gemm_course.bench")  # the module (the package exports a function of that name)
+bench = importlib.import_module("gemm_course.measure.bench")  # the module (the package exports a function of that name)
 
 
 def _readings(clocks_mhz: dict[int, float], reps: int = 3, blocks_per_sm: int = 2, span_ns: int = 1_000_000,

@@ -1,6 +1,6 @@
 """The notebooks' first cell, which installs the course on Colab or any fresh runtime.
 
-Every notebook's first code cell starts with the install block that gemm_course.repository writes from
+Every notebook's first code cell starts with the install block that gemm_course.display.repository writes from
 _config.yml's repository.url (no second copy of the URL to drift). The slow test runs that cell for real: a
 clone of this repository (with the working tree's changes), a bare virtual environment with only what a
 Colab runtime already has for running notebooks (ipykernel, nbclient), then Level 0's notebook executed in
@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gemm_course import repository
+from gemm_course.display import repository
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -30,7 +30,7 @@ def _first_code_cell(path: Path) -> str:
 def test_every_notebook_starts_with_the_generated_install_block(path):
     block, rest = repository.split_install_block(_first_code_cell(path))
     assert block == repository.install_block(), (
-        f"{path.name}: the install block differs from _config.yml's; run python -m gemm_course.repository --write")
+        f"{path.name}: the install block differs from _config.yml's; run python -m gemm_course.display.repository --write")
     assert "import gemm_course" in rest  # the cell then loads the package it made sure of
 
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from gemm_course import collectives as co
+from gemm_course.multigpu import collectives as co
 from gemm_course.models import grid_words, pipeline_seconds, row_split_model, summa_model
 
 ALPHA, GBS = 12e-6, 300.0
@@ -204,7 +204,7 @@ def test_pipeline_of_chunks():
 
 
 def test_paper_models_extend_the_measured_links():
-    from gemm_course.multigpu import paper_models
+    from gemm_course.multigpu.schemes import paper_models
 
     rows = paper_models(LINKS, 16384, 50.0, network_gbs=50.0)
     assert {r["gpus"] for r in rows} == {1, 2, 4, 8}
@@ -237,7 +237,7 @@ def test_multigpu_cli_says_what_to_change_in_both_languages(args):
 # --- on 2 GPUs ---------------------------------------------------------------------------------------
 
 def _two_gpus():
-    from gemm_course.multigpu import gpu_count
+    from gemm_course.multigpu.schemes import gpu_count
 
     if gpu_count() < 2:
         pytest.skip("needs 2 GPUs")
@@ -245,7 +245,7 @@ def _two_gpus():
 
     if not nccl.available:
         pytest.skip("CuPy has no NCCL here")
-    from gemm_course.multigpu import Group
+    from gemm_course.multigpu.schemes import Group
 
     return Group([0, 1])
 
@@ -263,8 +263,8 @@ def test_measured_collectives_fit_on_two_gpus():
 def test_row_split_and_summa_on_two_gpus_both_scopes():
     import cupy
 
-    from gemm_course.check import random_operands, relative_error, tolerance
-    from gemm_course.multigpu import RowSplit, Summa, blocks_error, row_split, summa
+    from gemm_course.run.check import random_operands, relative_error, tolerance
+    from gemm_course.multigpu.schemes import RowSplit, Summa, blocks_error, row_split, summa
 
     group = _two_gpus()
     n = 512
@@ -290,7 +290,8 @@ def test_notebook_chart_reads_old_and_new_rows(tmp_path, monkeypatch):
     """gc.notebook.multigpu() charts the row split and SUMMA end to end from recorded files of either
     format: the first chapter's rows, and the new ones (scopes, tensor-parallel rows, collectives)."""
     pytest.importorskip("plotly")
-    from gemm_course import notebook, results
+    from gemm_course.display import notebook
+    from gemm_course.measure import results
 
     old = results.load(results.RESULTS_DIR / "h200x2_12_multigpu.json")
     new = json.loads(json.dumps(old))
@@ -307,7 +308,7 @@ def test_notebook_chart_reads_old_and_new_rows(tmp_path, monkeypatch):
     path.write_text(json.dumps(new), encoding="utf-8")
     monkeypatch.setattr(results, "recorded_files", lambda: [path])
     monkeypatch.setattr(notebook, "show", lambda fig: None)
-    monkeypatch.setattr("gemm_course.multigpu.gpu_count", lambda: 0)
+    monkeypatch.setattr("gemm_course.multigpu.schemes.gpu_count", lambda: 0)
     rows = notebook.multigpu()
     assert {r["scheme"] for r in rows} == {"row split", "SUMMA"}
     assert all(r.get("scope", "end to end") == "end to end" for r in rows)

@@ -1,5 +1,5 @@
 """NVRTC's results are kept on disk: the book's pages and the tests (separate processes) compile a kernel once."""
-from gemm_course import compile as comp
+from gemm_course.run import compile as comp
 
 
 def test_a_kernel_compiles_once_across_processes_and_a_changed_source_compiles_again(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gemm_course import counters, predictions, results
+from gemm_course.measure import counters, predictions, results
 from gemm_course.levels import get_level, levels
 
 RECORDED = results.RESULTS_DIR / "h200_counters.json"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gemm_course as gc
-from gemm_course import cpu_backend as cb
+from gemm_course.run import cpu_backend as cb
 from gemm_course.levels import Launch, ceil_div
 
 pytestmark = pytest.mark.skipif(
@@ -81,7 +81,7 @@ def test_level_matches_float64_on_odd_shapes(level, params):
 
 
 def test_vector_levels_take_their_vector_path_on_multiples_of_the_width():
-    from gemm_course.launch import _kernel_params
+    from gemm_course.run.launch import _kernel_params
 
     for lv in gc.levels():
         if lv.vector_width and not lv.uses_tensor_cores:

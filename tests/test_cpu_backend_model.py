@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gemm_course as gc
-from gemm_course import cpu_backend as cb
-from gemm_course import warp_access
+from gemm_course.run import cpu_backend as cb
+from gemm_course.inspect import warp_access
 from gemm_course.levels import Launch, ceil_div
 
 pytestmark = pytest.mark.skipif(

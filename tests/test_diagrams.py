@@ -2,7 +2,9 @@
 import plotly.graph_objects as go
 import pytest
 
-from gemm_course import diagrams, models, results
+from gemm_course import models
+from gemm_course.display import diagrams
+from gemm_course.measure import results
 from gemm_course.levels import get_level
 
 

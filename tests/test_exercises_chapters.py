@@ -102,7 +102,7 @@ WRONG = [
     ("12_row_split_uneven", lambda: "def my_rows(M, world_size, rank):\n    return divmod(M, world_size - rank - 1)\n",
      "run", "ZeroDivisionError"),
     ("12_row_split_uneven", lambda: "def my_rows(M, world_size, rank)\n    return 0, M\n", "answer", "line 1"),
-    ("12_row_split_uneven", lambda: "from gemm_course.tensor_parallel import split_even\n"
+    ("12_row_split_uneven", lambda: "from gemm_course.multigpu.tensor_parallel import split_even\n"
                                     "def my_rows(M, world_size, rank):\n    return split_even(M, world_size)[rank]\n",
      "answer", "gemm_course"),
     ("12_row_split_uneven", lambda: "def rows(M, world_size, rank):\n    return 0, M\n", "answer", "no function my_rows"),

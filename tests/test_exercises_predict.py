@@ -148,7 +148,7 @@ def test_answers_are_read_robustly():
 
 
 def test_a_quantity_that_cannot_be_measured_here_is_not_verified(monkeypatch):
-    import gemm_course.compile as compile_module
+    import gemm_course.run.compile as compile_module
 
     def no_nvrtc(*args, **kwargs):
         raise RuntimeError("NVRTC (libnvrtc) was not found")

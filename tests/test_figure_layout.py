@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from gemm_course import diagrams, notebook, plots
-from gemm_course.plots import NARROW_PX, SEP, n_lines, text_px
+from gemm_course.display import diagrams, notebook, plots
+from gemm_course.display.plots import NARROW_PX, SEP, n_lines, text_px
 
 
 def _shown(monkeypatch, fn, *args, **kw):
@@ -135,7 +135,7 @@ def test_recorded_figures(monkeypatch, call):
 
 
 def test_roofline_and_sweep():
-    from gemm_course import results
+    from gemm_course.measure import results
     from gemm_course.models import KNOWN_GPUS
 
     _check(plots.roofline_figure(KNOWN_GPUS["NVIDIA H200"]))

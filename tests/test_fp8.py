@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from gemm_course import fp8
+from gemm_course.fp8 import formats as fp8
 
 CODES = np.arange(256, dtype=np.uint8)
 FINITE = CODES[(CODES & 0x7F) != 0x7F]          # 254 patterns: everything but the two NaNs
@@ -229,7 +229,7 @@ def test_quantising_dequantised_values_changes_nothing(scheme):
 
 
 def test_bfloat16_bits_are_quantised_as_their_values():
-    from gemm_course.dtypes import to_bfloat16, to_float64
+    from gemm_course.run.dtypes import to_bfloat16, to_float64
 
     a = to_bfloat16(np.random.default_rng(6).standard_normal((3, 200)).astype(np.float32))
     bits, scales = fp8.quantize_rows_1x128(a)
@@ -345,7 +345,7 @@ def test_the_module_imports_without_cupy():
     import subprocess
     import sys
 
-    code = "import sys, gemm_course.fp8 as f; f.reference_gemm_fp8(*f.quantize_rows_1x128([[1.0]]), " \
+    code = "import sys, gemm_course.fp8.formats as f; f.reference_gemm_fp8(*f.quantize_rows_1x128([[1.0]]), " \
            "*f.quantize_blocks_128x128([[2.0]])); print('cupy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

@@ -11,9 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from gemm_course import device, fp8
-from gemm_course import fp8_accuracy as acc
-from gemm_course.dtypes import to_bfloat16
+from gemm_course import device
+from gemm_course.fp8 import formats as fp8
+from gemm_course.fp8 import accuracy as acc
+from gemm_course.run.dtypes import to_bfloat16
 
 
 def one_line_bilingual(err: pytest.ExceptionInfo) -> None:
@@ -296,7 +297,7 @@ def test_result_file_layout_is_accepted_by_results_load(tmp_path, monkeypatch):
     file, and recorded_accuracy finds its rows; the GPU part is faked with the CPU-only study."""
     import json
 
-    from gemm_course import results
+    from gemm_course.measure import results
 
     payload = {"schema": 1, "provenance": {"gpu": "test GPU", "date": "2025-01-01T00:00:00"}, "records": [],
                "fp8_outliers": acc.outlier_study(M=16, N=16, K=256, magnitudes=(1, 10)),
@@ -319,9 +320,9 @@ def test_record_accuracy_writes_after_each_K(tmp_path, monkeypatch):
     stood in for; the file is complete after every K and loads as a result file."""
     import importlib
 
-    from gemm_course import results
+    from gemm_course.measure import results
 
-    bench = importlib.import_module("gemm_course.bench")  # the module (the package exports a function of that name)
+    bench = importlib.import_module("gemm_course.measure.bench")  # the module (the package exports a function of that name)
 
     def exact_kernel(a_bits, a_s, b_bits, b_s, scaling):
         strips = math.ceil(a_bits.shape[1] / 128)

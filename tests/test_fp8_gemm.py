@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import gemm_course as gc
-from gemm_course import fp8
-from gemm_course import fp8_gemm as fg
-from gemm_course.dtypes import to_bfloat16, to_float64
+from gemm_course.fp8 import formats as fp8
+from gemm_course.fp8 import gemm as fg
+from gemm_course.run.dtypes import to_bfloat16, to_float64
 
 HOPPER = gc.gpu_available() and gc.device.compute_capability() == 90
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="needs an sm_90 (Hopper) GPU")
@@ -303,8 +303,8 @@ def test_split_k_launched_twice_on_the_same_counters(options):
     right, and bit for bit the same."""
     import cupy
 
-    from gemm_course.dtypes import to_float64
-    from gemm_course.fp8 import reference_gemm_fp8
+    from gemm_course.run.dtypes import to_float64
+    from gemm_course.fp8.formats import reference_gemm_fp8
 
     M, N, K = 64, 2112, 2048
     ops = fg.random_fp8_operands(M, N, K, "blockwise", seed=3, xp=cupy)

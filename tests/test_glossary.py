@@ -1,7 +1,7 @@
-"""The glossary (book/glossary.md, generated from gemm_course/glossary.py) and the links to it.
+"""The glossary (book/glossary.md, generated from gemm_course/display/glossary.py) and the links to it.
 
-* The page is exactly what ``gemm_course.glossary.render_page()`` writes (``python -m
-  gemm_course.glossary`` regenerates it), so its labels, terms and definitions have one source.
+* The page is exactly what ``gemm_course.display.glossary.render_page()`` writes (``python -m
+  gemm_course.display.glossary`` regenerates it), so its labels, terms and definitions have one source.
 * Every entry has an English and a Chinese term and definition, and a stable label.
 * Each entry's "first used" page is found in the pages (``glossary.first_used``: the first page in the
   reading order of _toc.yml whose prose uses the term), and the page shows it; recounted here by a scan
@@ -10,7 +10,7 @@
   fails: 显存 is device memory).
 * In every chapter of CHAPTERS, the first use of each glossary term in the English prose, and the
   first in the Chinese prose, is a link ``{ref}`words <glossary-slug>```. ``python -m
-  gemm_course.glossary link CHAPTER...`` adds the missing links (and nothing else).
+  gemm_course.display.glossary link CHAPTER...`` adds the missing links (and nothing else).
 
 To add a chapter, append its path to CHAPTERS and run the link command on it.
 """
@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemm_course import glossary, models, results
+from gemm_course import models
+from gemm_course.display import glossary
+from gemm_course.measure import results
 from test_bilingual import CJK, read_myst  # tests/ is on sys.path (rootdir-less test modules)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +69,7 @@ def _page() -> str:
 
 def test_page_is_generated_from_the_module() -> None:
     assert _page() == glossary.render_page(), (
-        "book/glossary.md differs from gemm_course/glossary.py; run `python -m gemm_course.glossary`")
+        "book/glossary.md differs from gemm_course/display/glossary.py; run `python -m gemm_course.display.glossary`")
 
 
 def test_labels_match_the_module() -> None:
@@ -159,7 +161,7 @@ def test_first_use_links_to_the_glossary(chapter: str, lang: str) -> None:
     path = REPO / chapter
     problems = glossary.first_use_problems(glossary.chapter_cells(path, lang), lang)
     if problems:
-        pytest.fail(f"{chapter} ({lang}): fix with `python -m gemm_course.glossary link {chapter}`\n"
+        pytest.fail(f"{chapter} ({lang}): fix with `python -m gemm_course.display.glossary link {chapter}`\n"
                     + "\n".join(problems), pytrace=False)
 
 
@@ -213,7 +215,7 @@ def test_first_used_is_found_in_the_pages(lang: str) -> None:
     wrong = [f"{slug}: page says {shown.get(slug)}, the pages say {page}" for slug, page in expected.items()
              if shown.get(slug) != page]
     unused = [t.slug for t in glossary.TERMS if t.slug not in expected]
-    assert not wrong, "stale 'first used' (run `python -m gemm_course.glossary`):\n" + "\n".join(wrong)
+    assert not wrong, "stale 'first used' (run `python -m gemm_course.display.glossary`):\n" + "\n".join(wrong)
     assert not unused, f"terms no page uses: {unused}"
 
 

@@ -2,7 +2,7 @@
 import pytest
 
 import gemm_course as gc
-from gemm_course.check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES
+from gemm_course.run.check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES
 
 pytestmark = pytest.mark.skipif(not gc.gpu_available(), reason="needs a CUDA GPU")
 
@@ -33,7 +33,7 @@ def test_operand_errors_are_clear():
 
 
 def test_kernel_cache_returns_same_object():
-    from gemm_course.compile import get_kernel
+    from gemm_course.run.compile import get_kernel
 
     p = gc.get_level("01_naive").resolve(block_x=16)
     assert get_kernel("01_naive", p) is get_kernel("01_naive", p)
@@ -235,7 +235,7 @@ def test_batched_levels_on_odd_shapes(level):
 def test_peak_probes_and_level10_parts():
     """The ceilings are ceilings: no probe is slower than the real kernels it bounds, and Level 10's
     whole kernel is not faster than either of its parts alone."""
-    from gemm_course import peak
+    from gemm_course.measure import peak
 
     rows = peak.measure_peaks(["ffma", "mma_sync_bf16", "warp_tile_64x64_ldmatrix"], progress=lambda _: None)
     assert all(r["reps"] >= 5 and r["tflops"] > 0 for r in rows)
@@ -249,7 +249,7 @@ def test_level0_kernels_run_on_the_gpu():
     """Level 0's run_kernel on a GPU: the same kernels and results as on the CPU backend."""
     import numpy as np
 
-    from gemm_course import primer
+    from gemm_course.display import primer
 
     n = 1025
     a, b = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
@@ -278,7 +278,7 @@ def test_fp8_quantisation_on_cupy_matches_numpy():
     import cupy
     import numpy as np
 
-    from gemm_course import fp8
+    from gemm_course.fp8 import formats as fp8
 
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((300, 1000)), rng.standard_normal((260, 1000))

@@ -1,4 +1,4 @@
-"""`python -m gemm_course hostcost`: what a repeated gc.gemm call costs beside its kernel (gemm_course.host_cost).
+"""`python -m gemm_course hostcost`: what a repeated gc.gemm call costs beside its kernel (gemm_course.measure.host_cost).
 
 The measurement needs a GPU; everything around it is tried here: the plan of settings, the record each
 setting becomes, the host-time loop, the command line's arguments and its one-line message without a GPU,
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import fp8_gemm, get_level, levels
-from gemm_course.results import summary
+from gemm_course import get_level, levels
+from gemm_course.fp8 import gemm as fp8_gemm
+from gemm_course.measure.results import summary
 
-bench = importlib.import_module("gemm_course.bench")  # the package's name `bench` is the function
-from gemm_course import host_cost as hc
+bench = importlib.import_module("gemm_course.measure.bench")  # the package's name `bench` is the function
+from gemm_course.measure import host_cost as hc
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemm_course import counters, cpu_backend, get_level, levels, warp_access
+from gemm_course import get_level, levels
+from gemm_course.measure import counters
+from gemm_course.run import cpu_backend
+from gemm_course.inspect import warp_access
 from gemm_course.exercises import exercises
 from gemm_course.models import SECTOR_BYTES
 from test_bilingual import read_myst  # tests/ is on sys.path (rootdir-less test modules)

@@ -1,4 +1,4 @@
-"""Level 0 (notebooks/00_cuda_basics.ipynb): gemm_course.primer's kernels on the CPU backend, the
+"""Level 0 (notebooks/00_cuda_basics.ipynb): gemm_course.display.primer's kernels on the CPU backend, the
 launch-map figure, and every number the notebook's prose quotes."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemm_course import diagrams, models, primer, results
-from gemm_course.cpu_backend import KernelMemoryError, KernelRaceError
+from gemm_course import models
+from gemm_course.display import diagrams, primer
+from gemm_course.measure import results
+from gemm_course.run.cpu_backend import KernelMemoryError, KernelRaceError
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "00_cuda_basics.ipynb"
@@ -20,7 +22,7 @@ def cells() -> list[dict]:
 
 
 def english() -> str:
-    from gemm_course import glossary
+    from gemm_course.display import glossary
 
     return glossary.plain("\n".join("".join(c["source"]) for c in cells() if "lang-en" in c["metadata"].get("tags", [])))
 

@@ -3,7 +3,7 @@ walk-through of its kernel.
 
 * Each level notebook opens, right after its title, with a twin pair of markdown cells (lang-en, lang-zh),
   each one MyST admonition. Every number a box quotes is recomputed here from the recorded files
-  (gemm_course.results.find, the level's registry default at 8192³), and nothing else may appear in it.
+  (gemm_course.measure.results.find, the level's registry default at 8192³), and nothing else may appear in it.
 * A level is *faster* when its default beats the previous level's default at 8192³ by more than
   FASTER_THAN (5%): twice the 2.5% by which two separate runs of the same computation differ (Level 2's
   tile 32 and Level 3's default are one kernel, recorded in two runs). Where it is not, the box says
@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import glossary, kernel_source, results
+from gemm_course import kernel_source
+from gemm_course.display import glossary
+from gemm_course.measure import results
 from gemm_course.levels import levels
 
 REPO = Path(__file__).resolve().parents[1]

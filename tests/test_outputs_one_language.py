@@ -7,8 +7,8 @@ import re
 import pytest
 
 import gemm_course as gc
-from gemm_course import bilingual, display_text
-from gemm_course import notebook as nb
+from gemm_course.bilingual import language as bilingual, text as display_text
+from gemm_course.display import notebook as nb
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # an English sentence: three English words in a row (identifiers and code are stripped first)
@@ -37,17 +37,17 @@ def _visible_text(html: str) -> str:
 
 
 def _primer():
-    from gemm_course import primer
+    from gemm_course.display import primer
     return primer
 
 
 def _report():
-    from gemm_course import multigpu_report
+    from gemm_course.multigpu import report as multigpu_report
     return multigpu_report
 
 
 def _fp8_report():
-    from gemm_course import fp8_report
+    from gemm_course.fp8 import report as fp8_report
     return fp8_report
 
 
@@ -144,8 +144,8 @@ def _fp8_check():
 
 
 def _race():
-    from gemm_course import primer
-    from gemm_course.cpu_backend import KernelRaceError
+    from gemm_course.display import primer
+    from gemm_course.run.cpu_backend import KernelRaceError
 
     import numpy as np
     try:
@@ -327,7 +327,7 @@ def test_solutions_and_listings_keep_one_language_of_their_comment_pairs(lang):
 
 
 def test_two_language_table_cells_show_one_language(lang):
-    from gemm_course import diagrams
+    from gemm_course.display import diagrams
 
     lang("zh")
     html = diagrams.table(["size · 规模", "M×N×K"], [["yes · 是", 3]]).data
@@ -352,7 +352,7 @@ def test_level_setting_errors_have_both_halves(lang):
 
 def test_the_explorer_header_follows_the_choice(lang):
     lang("zh")
-    from gemm_course import widgets
+    from gemm_course.display import widgets
 
     header = widgets.explorer("01_naive").children[0].value
     assert "没有 GPU" in header and "recorded" not in header

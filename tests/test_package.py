@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 import gemm_course as gc
-from gemm_course import glossary, models, results
-from gemm_course.compile import parse_ptxas_log
+from gemm_course import models
+from gemm_course.display import glossary
+from gemm_course.measure import results
+from gemm_course.run.compile import parse_ptxas_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -320,7 +322,7 @@ def test_widget_launch_kwargs_run_every_epilogue_setting():
     """The explorer's live path passes an epilogue level what gemm() needs (checked on the CPU backend)."""
     import numpy as np
 
-    from gemm_course.widgets import launch_kwargs
+    from gemm_course.display.widgets import launch_kwargs
 
     lv = gc.get_level("06_fused_epilogue")
     A, B = gc.random_operands(33, 40, 17, xp=np)
@@ -344,8 +346,8 @@ def test_peak_probes_compile_without_a_gpu():
     traffic to a probe that must have none), and their flop counts match the instructions they issue."""
     import re
 
-    from gemm_course import peak
-    from gemm_course.compile import COMPILE_OPTIONS, nvrtc_compile
+    from gemm_course.measure import peak
+    from gemm_course.run.compile import COMPILE_OPTIONS, nvrtc_compile
 
     for name, probe in peak.PROBES.items():
         _, _, log = nvrtc_compile(peak.probe_source(), probe.kernel, "sm_90", COMPILE_OPTIONS)
@@ -379,8 +381,8 @@ def test_level10_tma_setting_rules_without_a_gpu():
 
 def test_the_repository_url_has_one_source():
     """_config.yml's repository.url (launch buttons) is the one the notebooks install from and the
-    how-to-run page clones; a fork changes it there and runs `python -m gemm_course.repository --write`."""
-    from gemm_course import repository
+    how-to-run page clones; a fork changes it there and runs `python -m gemm_course.display.repository --write`."""
+    from gemm_course.display import repository
 
     assert repository.configured_url().startswith("https://")
     assert repository.mismatches() == []

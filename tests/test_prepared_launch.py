@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gemm_course import compile as comp
-from gemm_course import device, fp8_gemm, hopper, launch
-from gemm_course.dtypes import storage_dtype
+from gemm_course.run import compile as comp
+from gemm_course import device
+from gemm_course.fp8 import gemm as fp8_gemm
+from gemm_course.run import hopper, launch
+from gemm_course.run.dtypes import storage_dtype
 from gemm_course.levels import get_level, levels
 
 
@@ -421,7 +423,7 @@ on_gpu = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
 on_hopper = pytest.mark.skipif(not HOPPER, reason="needs an sm_90 (Hopper) GPU")
 # The settings `hostcost` times (each level's fastest recorded one, from Level 5 on), so that one GPU run
 # compiles each kernel once for both; plus Level 11's step 4 with a bf16 C.
-REUSED = [x for x in importlib.import_module("gemm_course.host_cost").host_cost_plan(
+REUSED = [x for x in importlib.import_module("gemm_course.measure.host_cost").host_cost_plan(
     [lv.id for lv in levels() if lv.number >= 5])] + [("11_hopper_wgmma", {"step": 4, "c_type": "input"}, "bfloat16")]
 
 
@@ -431,7 +433,7 @@ def test_on_the_gpu_calls_that_reuse_a_preparation_on_new_operands_are_right(lev
                                                                             dtype: str) -> None:
     """check() makes new random A, B and a NaN-poisoned C for every call: the second and third calls of a
     shape reuse the first one's preparation, with their own pointers (and tensor maps)."""
-    from gemm_course.check import check
+    from gemm_course.run.check import check
 
     lv = get_level(level)
     if not lv.setting_runs_on(device.compute_capability(), lv.resolve(**setting)):
@@ -463,8 +465,8 @@ def test_on_the_gpu_prepare_and_a_repeated_gemm_write_the_same_bits() -> None:
 def test_on_the_gpu_level_13_repeated_calls_on_new_operands_are_right() -> None:
     import cupy
 
-    from gemm_course.dtypes import to_float64
-    from gemm_course.fp8 import reference_gemm_fp8
+    from gemm_course.run.dtypes import to_float64
+    from gemm_course.fp8.formats import reference_gemm_fp8
 
     M, N, K = 257, 2112, 1024
     fp8_gemm.clear_prepared()

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import gemm_course as gc
-from gemm_course import counters, models, results, sass, sass_reading
+from gemm_course import models
+from gemm_course.measure import counters, results
+from gemm_course.inspect import sass, sass_reading
 from gemm_course.levels import KERNEL_DIR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +29,7 @@ def cells(page: str, lang: str) -> str:
 
 
 def english(page: str) -> str:
-    from gemm_course import glossary
+    from gemm_course.display import glossary
 
     return glossary.plain(cells(page, "en"))  # as the reader sees it: a glossary link reads as its words
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import counters, glossary, predictions, results
+from gemm_course.measure import counters, predictions, results
+from gemm_course.display import glossary
 from test_package import assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]

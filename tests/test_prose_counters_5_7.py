@@ -3,8 +3,8 @@ and the claims about shared memory and issue), recomputed from h200_counters.jso
 import json
 from pathlib import Path
 
-from gemm_course import counters, predictions, results
-from gemm_course.predictions import _register_tile_reads, _shared_passes, _split_reads
+from gemm_course.measure import counters, predictions, results
+from gemm_course.measure.predictions import _register_tile_reads, _shared_passes, _split_reads
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,9 +3,10 @@ H200 files, the compile reports and the disassembly (no GPU needed); and the fig
 from pathlib import Path
 
 import gemm_course as gc
-from gemm_course.sass import kernel_mix, memory_summary
-from gemm_course import diagrams, results
-from gemm_course.sass import find_disassembler
+from gemm_course.inspect.sass import kernel_mix, memory_summary
+from gemm_course.display import diagrams
+from gemm_course.measure import results
+from gemm_course.inspect.sass import find_disassembler
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +160,7 @@ def _mix_l9():
     lv = gc.get_level(L9)
     pr = lv.resolve()
     if find_disassembler():
-        from gemm_course.sass import disassemble, instruction_mix, memory_summary
+        from gemm_course.inspect.sass import disassemble, instruction_mix, memory_summary
         return memory_summary(instruction_mix(disassemble(lv, arch="sm_90", **pr)))
     return next(s for s in results.sass_records()
                 if s["level"] == lv.id and s["params"] == pr)["summary"]
@@ -196,7 +197,7 @@ def test_level10_figures():
 def test_level10_ceiling_numbers():
     """The 'how far from cuBLAS' section: the probes, the kernel taken apart, and the verdict, all
     recomputed from h200_peaks.json and the bf16 recording."""
-    from gemm_course.peak import ceiling
+    from gemm_course.measure.peak import ceiling
 
     prose = _english_prose(NB)
     peaks = results.peaks()
@@ -228,7 +229,7 @@ def test_level10_ceiling_numbers():
 def test_level10_tma_section_numbers():
     """The TMA-fed setting: its resources, its recorded speed in bf16 and fp16 against cuBLAS in the
     same run, the page's 60% yardstick, and the comparison with the probe and Level 11."""
-    from gemm_course.peak import ceiling
+    from gemm_course.measure.peak import ceiling
 
     prose = _english_prose(NB)
     tma = dict(BN=256, copy="tma")
@@ -266,7 +267,7 @@ def test_level10_tma_section_numbers():
 
 
 def _counter(part=None, **p):
-    from gemm_course import counters
+    from gemm_course.measure import counters
 
     row = counters.find(L10, part=part, **p)
     assert row["dtype"] == "float16" and row["M"] == 4096  # the counters are recorded in fp16 at 4096³
@@ -301,8 +302,8 @@ def test_level10_barrier_at_one_and_two_blocks_per_sm():
 
 def test_level10_barrier_numbers():
     """The barrier-free math part (timed at 8192³ in bf16) and the counters of the parts (4096³, fp16)."""
-    from gemm_course import counters
-    from gemm_course.peak import ceiling
+    from gemm_course.measure import counters
+    from gemm_course.measure.peak import ceiling
 
     prose = _english_prose(NB)
     peaks = results.peaks()
@@ -351,7 +352,7 @@ def test_level10_barrier_numbers():
 
 
 def test_level10_ceiling_chart_has_the_barrier_free_part(monkeypatch):
-    from gemm_course import notebook
+    from gemm_course.display import notebook
 
     monkeypatch.setattr(notebook, "show", lambda fig: None)
     bars = {b["label"].split(" · ")[0]: b["ms"] for b in notebook.mma_sync_ceiling()}
@@ -361,7 +362,7 @@ def test_level10_ceiling_chart_has_the_barrier_free_part(monkeypatch):
 
 
 def test_level10_predict_then_measure_numbers():
-    from gemm_course import counters, predictions
+    from gemm_course.measure import counters, predictions
     from gemm_course.levels import _mma_overlapped
 
     prose = _english_prose(NB)
@@ -393,7 +394,7 @@ def test_level10_predict_then_measure_numbers():
     assert (r_sp["measured"] - r_sp["predicted"]) == 6 * warps
     assert m_sp["shared_load_wavefronts"] - 4 * r_sp["predicted"] == m_sp["shared_load_conflicts"]
     if find_disassembler():
-        from gemm_course.sass import disassemble
+        from gemm_course.inspect.sass import disassemble
 
         ldsm = [ln for ln in disassemble(lv, arch="sm_90", **res[spread]).splitlines() if "LDSM" in ln]
         assert len(ldsm) == 40 and sum("@!P0" in ln for ln in ldsm) == 6
@@ -565,8 +566,8 @@ def test_level10_overlapped_steps_numbers():
 def test_level10_what_limits_the_overlapped_kernels():
     """'What stops each kernel where it stops': the tops, the counters, the math loop alone, the probe, and
     the takeaway; and the sm_90-only settings of 'Measure it on your GPU'."""
-    from gemm_course import counters
-    from gemm_course.peak import ceiling
+    from gemm_course.measure import counters
+    from gemm_course.measure.peak import ceiling
 
     prose = _english_prose(NB)
     lv = gc.get_level(L10)
@@ -630,7 +631,7 @@ def test_level10_copy_addresses_take_about_140_instructions():
 
     if not find_disassembler():
         pytest.skip("needs nvdisasm")
-    from gemm_course.sass import disassemble
+    from gemm_course.inspect.sass import disassemble
 
     lines = [ln for ln in disassemble(gc.get_level(L10), arch="sm_90", **gc.get_level(L10).resolve(stages=4, BN=256)).splitlines()
              if re.match(r"\s*/\*[0-9a-f]{4}\*/", ln)]

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 import gemm_course as gc
-from gemm_course import diagrams, results
-from gemm_course.hopper import encode_tensor_map
-from gemm_course.sass import kernel_mix, memory_summary
+from gemm_course.display import diagrams
+from gemm_course.measure import results
+from gemm_course.run.hopper import encode_tensor_map
+from gemm_course.inspect.sass import kernel_mix, memory_summary
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,8 +180,8 @@ def test_ladder_page_quotes_level11():
 
 def test_level11_counters_and_predictions():
     """'What the counters say' and 'Predict, then measure': Nsight Compute counters of every step and of
-    cuBLAS's bf16 GEMM at 4096³, beside the models of gemm_course.predictions."""
-    from gemm_course import counters, predictions
+    cuBLAS's bf16 GEMM at 4096³, beside the models of gemm_course.measure.predictions."""
+    from gemm_course.measure import counters, predictions
 
     prose = _english_prose(NB)
     rows = {s: counters.find(L11, step=s) for s in (1, 2, 3, 4)}
@@ -340,7 +341,7 @@ def test_level11_steps_5_and_6_timings():
 
 def test_level11_steps_5_and_6_counters_code_and_source():
     """The counters, the machine code, the compile report and the kernel source the sections on steps 5 and 6 quote."""
-    from gemm_course import counters, predictions
+    from gemm_course.measure import counters, predictions
     from gemm_course.levels import HOPPER_C_PIECES_BYTES
 
     prose = _english_prose(NB)

@@ -1,6 +1,6 @@
 """Every number the Level 12 prose quotes, recomputed from the recorded 2 × H200 multi-GPU files, the
 course's recorded fp16 ladder and the models (gemm_course.models, collectives, tensor_parallel), with
-no GPU; plus the chapter's figures and tables (gemm_course.multigpu_report), with the recorded files and
+no GPU; plus the chapter's figures and tables (gemm_course.multigpu.report), with the recorded files and
 with a file of the newer format (collectives fitted, tensor-parallel rows measured)."""
 import json
 import math
@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import collectives as co
-from gemm_course import diagrams, multigpu_report as report, results
-from gemm_course import tensor_parallel as tp
-from gemm_course.check import tolerance
-from gemm_course.collectives import Links
+from gemm_course.multigpu import collectives as co
+from gemm_course.display import diagrams
+from gemm_course.multigpu import report
+from gemm_course.measure import results
+from gemm_course.multigpu import tensor_parallel as tp
+from gemm_course.run.check import tolerance
+from gemm_course.multigpu.collectives import Links
 from gemm_course.models import gemm_flops, grid_words, pipeline_seconds, row_split_model, summa_model
-from gemm_course.multigpu import grid_shape, paper_models
+from gemm_course.multigpu.schemes import grid_shape, paper_models
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]

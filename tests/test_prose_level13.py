@@ -1,6 +1,6 @@
 """Every number the Level 13 (FP8 GEMM with fine-grained scaling) prose quotes, recomputed from the recorded
 H200 files (timings with their cuBLASLt and bf16 baselines, Nsight Compute counters, the accuracy studies),
-from gemm_course.fp8 / fp8_gemm and from the kernel source; no GPU needed. Each claim is looked for in the
+from gemm_course.fp8.formats / fp8_gemm and from the kernel source; no GPU needed. Each claim is looked for in the
 English prose, and each of its numbers in the Chinese prose. Also: the chapter's figures lay out at phone
 width, and the CPU check passes the correct emulation and catches the planted bugs."""
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemm_course import fp8, fp8_gemm as fg, fp8_report as fr, glossary
-from gemm_course.fp8_gemm import LEVEL_ID
+from gemm_course.fp8 import formats as fp8, gemm as fg, report as fr
+from gemm_course.display import glossary
+from gemm_course.fp8.gemm import LEVEL_ID
 from test_fp8_gemm import _nvrtc_available  # tests/ is on sys.path (rootdir-less test modules)
 from test_package import assert_prose_says
 
@@ -243,7 +244,7 @@ def test_tile_size_or_promotion():
 def test_what_the_counters_show_promotion_costs():
     """The second profile at 4096³ (clocks/h200_13_promotion_counters.json): block-scaled cuBLASLt beside the course's
     kernels, cycles, instructions, global loads, lg_throttle, L2 and DRAM, recomputed."""
-    from gemm_course import results
+    from gemm_course.measure import results
     data = results.load(results.CLOCKS_DIR / "h200_13_promotion_counters.json")
     assert data["provenance"]["ncu"] and data["provenance"]["metrics"]["cycles_elapsed_avg"] == "sm__cycles_elapsed.avg"
     rows = {("lt" if r["kind"] == "cublaslt_blockwise" else "pt" if r["step"]["scaling"] == "per_tensor"
@@ -443,7 +444,7 @@ def _outlier(magnitude, scaling):
 
 
 def test_outlier_channels():
-    from gemm_course.fp8_accuracy import quantize_dequantize
+    from gemm_course.fp8.accuracy import quantize_dequantize
 
     rows = ACCURACY["outliers"]
     M, N, K, c, seed = (rows[0][k] for k in ("M", "N", "K", "outlier_channels", "seed"))

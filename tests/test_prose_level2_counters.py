@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import counters, glossary, models
+from gemm_course import models
+from gemm_course.measure import counters
+from gemm_course.display import glossary
 
 REPO = Path(__file__).resolve().parents[1]
 CALL = 'gc.notebook.counter_comparison("01_naive", "02_smem_tiling")'

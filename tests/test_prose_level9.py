@@ -3,8 +3,8 @@ reports and the disassembly (no GPU needed)."""
 from pathlib import Path
 
 import gemm_course as gc
-from gemm_course.sass import kernel_mix, memory_summary
-from gemm_course import results
+from gemm_course.inspect.sass import kernel_mix, memory_summary
+from gemm_course.measure import results
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,8 +124,8 @@ def test_level9_compile_and_sass_numbers():
 
 def test_level9_counters_and_predictions():
     """'Why so far from cuBLAS' and 'Predict, then measure': the counters recorded at 4096³ (fp16) beside
-    the models of gemm_course.predictions."""
-    from gemm_course import counters, predictions
+    the models of gemm_course.measure.predictions."""
+    from gemm_course.measure import counters, predictions
 
     prose = _english_prose(ROOT / "notebooks" / "09_wmma.ipynb")
     assert "not in the course yet" not in prose
@@ -313,8 +313,8 @@ def test_level9_bf16_fragment_loads():
     import tempfile
 
     import pytest
-    from gemm_course.compile import compile_options, kernel_source, nvrtc_compile
-    from gemm_course.sass import find_disassembler, instruction_mix
+    from gemm_course.run.compile import compile_options, kernel_source, nvrtc_compile
+    from gemm_course.inspect.sass import find_disassembler, instruction_mix
 
     tool = find_disassembler()
     if tool is None:
@@ -352,7 +352,7 @@ def test_level9_bf16_fragment_loads():
 
 def test_level9_pipelined_counters():
     """The counters (Nsight Compute, 4096³, fp16) each step quotes, and the can/cannot section's."""
-    from gemm_course import counters
+    from gemm_course.measure import counters
 
     prose = _english_prose(ROOT / "notebooks" / "09_wmma.ipynb")
     sh = counters.find(L9)["metrics"]

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 import gemm_course as gc
-from gemm_course import results
+from gemm_course.measure import results
 from gemm_course.models import occupancy
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 

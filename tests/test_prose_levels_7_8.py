@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 import gemm_course as gc
-from gemm_course import diagrams, results
+from gemm_course.display import diagrams
+from gemm_course.measure import results
 from gemm_course.levels import TUNED_WARP_TILING
-from gemm_course.sass import find_disassembler
+from gemm_course.inspect.sass import find_disassembler
 from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def _mix(level, **p):
     lv = gc.get_level(level)
     pr = lv.resolve(**p)
     if find_disassembler():
-        from gemm_course.sass import disassemble, instruction_mix, memory_summary
+        from gemm_course.inspect.sass import disassemble, instruction_mix, memory_summary
         return memory_summary(instruction_mix(disassemble(lv, arch="sm_90", **pr)))
     return next(s["summary"] for s in results.sass_records()
                 if s["level"] == lv.id and s["params"] == pr)
@@ -194,7 +195,7 @@ def test_level8_prose_numbers():
                f"the default's {r['tflops']:.2f} is {r['tflops'] / probes[wd]['tflops']:.0%} of the probe at {wd}",
                f"cuBLAS, at {cub:.2f} in the same run, reaches {cub / probes[8]['tflops']:.0%} of the probe's rate"]
     # the scheduler slots at 4096³, from the counters: FFMA = M·N·K/32 warp instructions (1024 per thread per k-tile in the SASS)
-    from gemm_course import counters
+    from gemm_course.measure import counters
     from test_prose_pages import issue_slots
     cd, cs, ctu, ccb = (counters.find(L8), counters.find(L8, BM=64), counters.find(L8, **TUNED_WARP_TILING),
                         counters.find("cublas", dtype="float32"))
@@ -250,7 +251,7 @@ def test_level8_prose_numbers():
                f"({gb(g1['dram_read_bytes'])} to {gb(g8['dram_read_bytes'])} at 4096³) but changes the time by at most {max(map(abs, changes)):.1%}"]
     assert abs(changes[1]) < 0.01 and abs(changes[3]) < 0.01  # "no measurable difference" for 64×256
     # predict, then measure
-    from gemm_course import predictions
+    from gemm_course.measure import predictions
     pv = {k: {r["key"]: r for r in predictions.compare(L8, **p)} for k, p in
           (("d", {}), ("t", TUNED_WARP_TILING))}
     assert pv["d"]["sectors_per_load_request"]["ratio"] == 1.0
@@ -329,8 +330,8 @@ def test_level8_bank_probe_and_source_counters():
     data = results.load(results.CLOCKS_DIR / "h200_08_bank_probe.json")
     rows = data["bank_probe"]
     # the probe builds with NVRTC alone and spills nothing (it must touch no memory but shared)
-    from gemm_course import peak
-    from gemm_course.compile import COMPILE_OPTIONS, nvrtc_compile
+    from gemm_course.measure import peak
+    from gemm_course.run.compile import COMPILE_OPTIONS, nvrtc_compile
     for r in rows:
         if r["kind"] == "probe":
             bm, bn, wm, wn = r["tile"]
@@ -378,7 +379,7 @@ def test_level8_bank_probe_and_source_counters():
 def test_level8_after_its_last_edit():
     """The kernel before and after its last edit (no pointer formed outside A or B), timed in turn in one process
     (clocks/h200_08_edit_ab.json), and the instructions the edit took out of the stepped loop."""
-    from gemm_course import counters
+    from gemm_course.measure import counters
     prose = _english_prose(ROOT / "notebooks" / "08_warp_tiling.ipynb")
     lv = gc.get_level(L8)
     rows = results.load(results.CLOCKS_DIR / "h200_08_edit_ab.json")["level8_edit_ab"]
@@ -599,7 +600,7 @@ _REG = re.compile(r"(?<![A-Z])R(\d+)")
 
 def _main_loop(**params):
     """The (opcode, operands) of the main loop's SASS: the backward branch whose body holds the most FFMAs."""
-    from gemm_course.sass import disassemble
+    from gemm_course.inspect.sass import disassemble
     lv = gc.get_level(L8)
     code, labels = [], {}
     for line in disassemble(lv, arch="sm_90", **lv.resolve(**params)).splitlines():

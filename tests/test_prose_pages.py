@@ -8,7 +8,9 @@ from typing import Any, Callable
 
 import pytest
 
-from gemm_course import autotune, get_level, glossary, levels, results
+from gemm_course import get_level, levels
+from gemm_course.measure import autotune, results
+from gemm_course.display import glossary
 from gemm_course.levels import TUNED_WARP_TILING
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,7 +88,7 @@ def issue_slots(row: dict) -> dict[str, float]:
 
 
 def _issue_slots() -> dict[str, str]:
-    from gemm_course import counters
+    from gemm_course.measure import counters
     d, c = issue_slots(counters.find("08_warp_tiling")), issue_slots(counters.find("cublas", dtype="float32"))
     return {"slots": (f"its default setting issues in {d['issue']:.0f}% of the cycles, and {d['share']:.0%} of what it "
                       f"issues is FFMA, so an FFMA fills {d['ffma']:.0f}% of its slots; cuBLAS issues in {c['issue']:.0f}% "
@@ -305,7 +307,7 @@ def test_ladder_top_rungs_paragraph_numbers() -> None:
 
 def test_ladder_fp8_paragraph_numbers() -> None:
     """Level 13 beside cuBLASLt and bf16 cuBLAS, at 4096³ in its recorded run."""
-    from gemm_course import fp8_report
+    from gemm_course.fp8 import report as fp8_report
 
     text = english("ladder.md")
     R = fp8_report.recorded_run()["records"]
@@ -334,7 +336,7 @@ def test_tuning_search_space_against_the_recorded_sweeps() -> None:
     """The record command sweeps the tuner's search space (one definition); the recorded files match today's space
     for Levels 5, 7 and 8 (Level 8 re-recorded with today's filter) and not for Level 9 (recorded before the
     pipelined kernel); Levels 10 and 11 have no sweep filter, and Level 13 is not in the registry."""
-    from gemm_course import autotune
+    from gemm_course.measure import autotune
     from gemm_course.__main__ import record_plan
 
     for lv in ("05_register_blocking", "08_warp_tiling", "09_wmma"):

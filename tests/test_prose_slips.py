@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import cpu_backend, get_level, glossary, results, sass, warp_access
+from gemm_course import get_level
+from gemm_course.run import cpu_backend
+from gemm_course.display import glossary
+from gemm_course.measure import results
+from gemm_course.inspect import sass, warp_access
 from gemm_course.exercises.grade import tile_shape
 
 REPO = Path(__file__).resolve().parents[1]

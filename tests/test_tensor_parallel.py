@@ -4,8 +4,8 @@ as the GPUs do; its time model; and, on 2 GPUs with NCCL, the real thing (skippe
 import numpy as np
 import pytest
 
-from gemm_course import collectives as co
-from gemm_course import tensor_parallel as tp
+from gemm_course.multigpu import collectives as co
+from gemm_course.multigpu import tensor_parallel as tp
 
 
 def test_split_even_covers_the_range_in_near_equal_pieces():
@@ -112,7 +112,7 @@ def test_tolerance_and_flops():
 
 @pytest.fixture(scope="module")
 def group():
-    from gemm_course.multigpu import Group, gpu_count
+    from gemm_course.multigpu.schemes import Group, gpu_count
 
     if gpu_count() < 2:
         pytest.skip("needs 2 GPUs")
@@ -139,7 +139,7 @@ def test_tensor_parallel_block_on_two_gpus(group, dtype, form, chunks, activatio
 def test_chunk_compute_timing_on_gpu0(group):
     from functools import partial
 
-    from gemm_course.bench import time_gpu
+    from gemm_course.measure.bench import time_gpu
 
     X0, W1, W2 = tp.random_layer(256, 128, 512, "float16", seed=1)
     block = tp.TensorParallelMLP(tp.Shards(group, X0, W1, W2), "all-reduce", 3)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import glossary
+from gemm_course.display import glossary
 
 REPO = Path(__file__).resolve().parents[1]
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 import gemm_course as gc
-from gemm_course import compile as gcompile, glossary
+from gemm_course.run import compile as gcompile
+from gemm_course.display import glossary
 from gemm_course.levels import KERNEL_DIR
 from gemm_course.models import arch_limits
 

@@ -67,7 +67,7 @@
     });
   }
 
-  // Figures (gemm_course.plots): every "English · 中文" text of a plotly figure (titles, axes, legend names,
+  // Figures (gemm_course.display.plots): every "English · 中文" text of a plotly figure (titles, axes, legend names,
   // hover labels, annotations, category labels) shows the chosen half. plots.py's script hands the figure
   // to gemmDrawFigure, which keeps the bilingual original on the element and draws the picked copy; a
   // switch redraws it with Plotly.react. Only a separator with Latin text before it and Chinese after it

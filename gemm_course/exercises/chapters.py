@@ -7,7 +7,7 @@
                             time of chunks that overlap), run in a fresh interpreter and checked against
                             the course's own split and models
     fp8           Level 13  a CUDA C kernel on e4m3 bytes (the 1x128 quantiser, the promotion loop), on
-                            the CPU backend, against gemm_course.fp8
+                            the CPU backend, against gemm_course.fp8.formats
 
 Each exercise.json of these chapters names its task ("task"), which picks the function that grades it
 (TASKS). Every task draws its random shape and values from attempt.rng, so the seed in the verdict
@@ -38,7 +38,7 @@ def _compiled(attempt: Attempt, kernel: str, parameters: Sequence[str],
     """(the compiled kernel or None, the steps so far): the source screened (grade.source_problems), the
     kernel compiled for the CPU backend (race detector on), its parameter types the ones the grader
     passes (signature: as C)."""
-    from .. import cpu_backend as cb
+    from gemm_course.run import cpu_backend as cb
 
     problem = source_problems(attempt, kernel)  # empty, renamed, an include or a build macro the grader refuses
     if problem:
@@ -62,7 +62,7 @@ def _compiled(attempt: Attempt, kernel: str, parameters: Sequence[str],
 def _launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
             names: Sequence[str], where_en: str, where_zh: str) -> Optional[Step]:
     """Run one launch; a failed step (named after what went wrong: memory, race, barrier, ...) or None."""
-    from .. import cpu_backend as cb
+    from gemm_course.run import cpu_backend as cb
     from ..levels import Launch
 
     try:
@@ -476,7 +476,7 @@ def _all_reduce_points(rng: np.random.Generator) -> list[tuple[float, int, float
 
 def _grade_ring_all_reduce(attempt: Attempt) -> list[Step]:
     """ring_all_reduce_seconds(n_bytes, P, alpha, beta) against collectives.predict_seconds."""
-    from ..collectives import predict_seconds
+    from gemm_course.multigpu.collectives import predict_seconds
 
     signature = "ring_all_reduce_seconds(n_bytes, P, alpha, beta)"
     points = _all_reduce_points(attempt.rng)
@@ -582,7 +582,7 @@ def _quantize_cases(rng: np.random.Generator) -> list[tuple[int, int, tuple[int,
 def _quantize_input(M: int, K: int, rng: np.random.Generator) -> np.ndarray:
     """Normal values whose size changes from strip to strip, a few outliers a thousand times larger, and
     (where there are two strips or more) one strip of zeros."""
-    from ..fp8 import SCALE_BLOCK
+    from gemm_course.fp8.formats import SCALE_BLOCK
 
     strips = -(-K // SCALE_BLOCK)
     sizes = np.repeat(np.exp2(rng.uniform(-4, 4, (M, strips))), SCALE_BLOCK, axis=1)[:, :K]
@@ -598,7 +598,7 @@ def _quantize_input(M: int, K: int, rng: np.random.Generator) -> np.ndarray:
 def _nearest_e4m3(bits: np.ndarray, quotient: np.ndarray) -> np.ndarray:
     """True where bits is a nearest e4m3 value to quotient: the exact one, or one as near up to a hair
     (x / s in float32 may land on the other side of a midpoint than the exact quotient does)."""
-    from ..fp8 import decode_e4m3, encode_e4m3
+    from gemm_course.fp8.formats import decode_e4m3, encode_e4m3
 
     best = decode_e4m3(encode_e4m3(quotient)).astype(np.float64)
     mine = decode_e4m3(bits).astype(np.float64)
@@ -608,7 +608,7 @@ def _nearest_e4m3(bits: np.ndarray, quotient: np.ndarray) -> np.ndarray:
 
 def _grade_quantize(attempt: Attempt) -> list[Step]:
     """quantize_1x128: one thread per (row, 128-wide strip); scales and bits against fp8.quantize_rows_1x128."""
-    from ..fp8 import E4M3_MAX, E4M3_NAN, SCALE_BLOCK, decode_e4m3, encode_e4m3, quantize_rows_1x128
+    from gemm_course.fp8.formats import E4M3_MAX, E4M3_NAN, SCALE_BLOCK, decode_e4m3, encode_e4m3, quantize_rows_1x128
 
     kernel, steps = _compiled(attempt, "quantize_1x128", ("const float*", "unsigned char*", "float*", "int", "int"),
                               "(const float* a, unsigned char* bits, float* scales, int M, int K)")
@@ -654,17 +654,17 @@ def _grade_quantize(attempt: Attempt) -> list[Step]:
             return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"{M}×{K}" for M, K, _ in cases)
     shown_zh = "、".join(f"{M}×{K}" for M, K, _ in cases)
-    return steps + [Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8's on {shown} (outliers, "
+    return steps + [Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8.formats's on {shown} (outliers, "
                          f"short last strips and an all-zero strip included); every scale maps its strip's max |a| "
                          f"onto {E4M3_MAX:g}",
-                         f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8 的结果一致（含离群值、较短的最后一个条带"
+                         f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8.formats 的结果一致（含离群值、较短的最后一个条带"
                          f"和全零条带）；每个缩放因子都把所在条带的最大 |a| 映射到 {E4M3_MAX:g}")]
 
 
 def _scale_verdict(a: np.ndarray, scales: np.ndarray, want: np.ndarray, wrong: np.ndarray,
                    where_en: str, where_zh: str) -> Step:
     """What a wrong set of scales looks like: unwritten, one per row, one per tensor, inverted, zero, or other."""
-    from ..fp8 import E4M3_MAX, SCALE_BLOCK
+    from gemm_course.fp8.formats import E4M3_MAX, SCALE_BLOCK
 
     r, s = (int(v) for v in np.argwhere(wrong)[0])
     cols = f"{s * SCALE_BLOCK}..{min(a.shape[1], (s + 1) * SCALE_BLOCK) - 1}"
@@ -718,8 +718,8 @@ def _promotion_cases(rng: np.random.Generator) -> list[tuple[int, int, int, tupl
 def _grade_promotion(attempt: Attempt) -> list[Step]:
     """fp8_gemm_blockwise: C = Σ over k-blocks of (fp32 k-block sum) · a_scale · b_scale, one thread per
     element of C, against fp8.reference_gemm_fp8."""
-    from ..fp8 import SCALE_BLOCK, decode_e4m3, reference_gemm_fp8
-    from ..fp8_gemm import magnitude_gemm, random_fp8_operands
+    from gemm_course.fp8.formats import SCALE_BLOCK, decode_e4m3, reference_gemm_fp8
+    from gemm_course.fp8.gemm import magnitude_gemm, random_fp8_operands
 
     kernel, steps = _compiled(
         attempt, "fp8_gemm_blockwise",
@@ -818,5 +818,5 @@ def run_multi_gpu(attempt: Attempt) -> list[Step]:
 
 
 def run_fp8(attempt: Attempt) -> list[Step]:
-    """Level 13: an FP8 kernel on e4m3 bytes, on the CPU backend, against gemm_course.fp8."""
+    """Level 13: an FP8 kernel on e4m3 bytes, on the CPU backend, against gemm_course.fp8.formats."""
     return _run("fp8", attempt)

@@ -201,9 +201,9 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
     """Run the answer as the level's kernel on every shape; the first failure ends the run. Inputs are
     U[-1, 1] from the seed, C starts as NaN (an element never written shows), an epilogue setting gets a
     random bias, alpha and beta."""
-    from .. import cpu_backend as cb
-    from ..check import epilogue_inputs, random_operands, relative_error, tolerance
-    from ..launch import gemm
+    from gemm_course.run import cpu_backend as cb
+    from gemm_course.run.check import epilogue_inputs, random_operands, relative_error, tolerance
+    from gemm_course.run.launch import gemm
 
     lv = get_level(ex.level)
     params = dict(ex.params) if params is None else params
@@ -262,7 +262,7 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
 
 
 def sass_check(attempt: Attempt, check: dict) -> Step:
-    from ..sass import disassemble, find_disassembler, instruction_mix
+    from gemm_course.inspect.sass import disassemble, find_disassembler, instruction_mix
 
     ex, source = attempt.exercise, attempt.source
 
@@ -310,7 +310,7 @@ def sass_check(attempt: Attempt, check: dict) -> Step:
 
 
 def registers_check(attempt: Attempt, check: dict) -> Step:
-    from ..compile import compile_report
+    from gemm_course.run.compile import compile_report
 
     ex, source = attempt.exercise, attempt.source
 
@@ -331,7 +331,7 @@ def registers_check(attempt: Attempt, check: dict) -> Step:
 
 
 def _compile_for_gpu(ex: Any, source: str) -> Step:
-    from ..compile import compile_report
+    from gemm_course.run.compile import compile_report
 
     lv = get_level(ex.level)
     try:
@@ -398,10 +398,10 @@ def _gpu_child(spec_path: str) -> None:
 
     import cupy
 
-    from ..bench import cublas_gemm, time_gpu
-    from ..check import check, epilogue_inputs, random_operands
-    from ..dtypes import storage_dtype, to_float64
-    from ..launch import gemm
+    from gemm_course.measure.bench import cublas_gemm, time_gpu
+    from gemm_course.run.check import check, epilogue_inputs, random_operands
+    from gemm_course.run.dtypes import storage_dtype, to_float64
+    from gemm_course.run.launch import gemm
 
     spec = json.loads(open(spec_path, encoding="utf-8").read())
     lv = get_level(spec["level"])

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from .. import cpu_backend
+from gemm_course.run import cpu_backend
 from .grade import Attempt, Step, _code_only
 
 STEP = "index_math"

@@ -42,7 +42,7 @@ def profile_shapes(lv: Any, resolved: dict[str, Any]) -> list[tuple[int, int, in
 def _logs(attempt: Attempt) -> list[tuple[tuple[int, int, int], Any]]:
     """(shape, AccessLog) of the learner's kernel at each profile shape, made once per grading."""
     if "access_logs" not in attempt.cache:
-        from .. import warp_access
+        from gemm_course.inspect import warp_access
 
         ex = attempt.exercise
         lv = get_level(ex.level)
@@ -56,7 +56,7 @@ def _logs(attempt: Attempt) -> list[tuple[tuple[int, int, int], Any]]:
 def _summaries(attempt: Attempt) -> list[tuple[tuple[int, int, int], list]]:
     """warp_access.summary of each profile (sectors and wavefronts per line), made once per grading."""
     if "summaries" not in attempt.cache:
-        from .. import warp_access
+        from gemm_course.inspect import warp_access
 
         attempt.cache["summaries"] = [(shape, warp_access.summary(log)) for shape, log in _logs(attempt)]
     return attempt.cache["summaries"]
@@ -65,7 +65,7 @@ def _summaries(attempt: Attempt) -> list[tuple[tuple[int, int, int], list]]:
 def _sequences(attempt: Attempt) -> list[tuple[tuple[int, int, int], dict]]:
     """warp_access.sequences of each profile (every thread's accesses in order), made once per grading."""
     if "sequences" not in attempt.cache:
-        from .. import warp_access
+        from gemm_course.inspect import warp_access
 
         attempt.cache["sequences"] = [(shape, warp_access.sequences(log)) for shape, log in _logs(attempt)]
     return attempt.cache["sequences"]
@@ -143,7 +143,7 @@ def reuse_check(attempt: Attempt, check: dict) -> Step:
 
 def barriers_check(attempt: Attempt, check: dict) -> Step:
     """Barriers per k-tile, counted from the barrier intervals each profiled block went through."""
-    from .. import warp_access
+    from gemm_course.inspect import warp_access
 
     ex = attempt.exercise
     lv = get_level(ex.level)

@@ -197,7 +197,7 @@ def within(predicted: float, measured: float, tolerance: Mapping[str, float]) ->
 
 @functools.lru_cache(maxsize=64)
 def _profile_rows(level: str, params_key: tuple, shape: tuple[int, int, int]) -> tuple:
-    from ..warp_access import profile
+    from gemm_course.inspect.warp_access import profile
 
     return tuple(profile(level, *shape, **dict(params_key)))
 
@@ -220,7 +220,7 @@ def _squash(text: str) -> str:
 def _block_work(level: str, params: Mapping[str, Any], K: int) -> tuple[int, int, int, int]:
     """(warps, k-tile depth, k-tiles, warp-wide multiply-adds) of one full block: its tile of C times the K it
     walks (rounded up to whole k-tiles: a partial last tile still multiplies its zeros)."""
-    from ..predictions import block_tile
+    from gemm_course.measure.predictions import block_tile
 
     lv = get_level(level)
     launch = lv.geometry(1, 1, 1, params)
@@ -237,7 +237,7 @@ def measure(level: str, params: Mapping[str, Any], shape: Sequence[int], spec: M
     resolved = lv.resolve(**params)
     source = spec["from"]
     if source == "report":
-        from ..compile import compile_report
+        from gemm_course.run.compile import compile_report
 
         try:
             report = compile_report(lv, arch=ARCH, **resolved)
@@ -252,7 +252,7 @@ def measure(level: str, params: Mapping[str, Any], shape: Sequence[int], spec: M
                      else math.prod(lv.geometry(*shape, resolved).grid))
     if source == "traffic":
         from ..models import tile_traffic
-        from ..predictions import block_tile
+        from gemm_course.measure.predictions import block_tile
 
         M, N, K = spec.get("shape", shape)
         tm, tn = block_tile(lv.id, resolved)

@@ -38,7 +38,7 @@ print("torch", torch.__version__)
 print("scaled_mm", inspect.signature(F.scaled_mm) if hasattr(F, "scaled_mm") else None)
 print("ScalingType", list(getattr(F, "ScalingType", [])))
 PY
-  timeout 200 $py -c "from gemm_course.clocks import record_clock_methods; record_clock_methods('$out/h200_clock_methods.json')" 2>&1 | tail -25
+  timeout 200 $py -c "from gemm_course.measure.clocks import record_clock_methods; record_clock_methods('$out/h200_clock_methods.json')" 2>&1 | tail -25
   timeout 300 $py -m gemm_course fp8 --record --out "$out/h200_13_fp8_clocks.json" 2>&1 | tail -90
   timeout 150 $py -m gemm_course fp8 --record --small-m --out "$out/h200_13_fp8_small_m_clocks.json" 2>&1 | tail -40
 elif [ "$stage" = 3 ]; then
@@ -54,7 +54,7 @@ elif [ "$stage" = 4 ]; then
   timeout 150 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_gpu.py -k "08_warp_tiling" 2>&1 | tail -6
   timeout 90 $py - <<'PY' 2>&1 | tail -6
 import gemm_course as gc
-from gemm_course.check import ODD_SHAPES
+from gemm_course.run.check import ODD_SHAPES
 lv = gc.get_level("08_warp_tiling")
 shapes = ODD_SHAPES + ((130, 132, 68), (1000, 1028, 516), (4097, 260, 1000), (64, 256, 16))  # vector path too
 bad = [(p, s, str(r)) for p in (*lv.showcase, *lv.experiments) for s in shapes
@@ -79,12 +79,12 @@ elif [ "$stage" = 5 ]; then
   timeout 150 $py -m gemm_course counters --record --levels 08_warp_tiling --out "$out/h200_08_counters_after_fix.json" 2>&1 | tail -4
   timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_promotion_counters('$out/h200_13_promotion_counters.json')" 2>&1 | tail -8
   timeout 120 $py -c "from gemm_course import ncu_probes as p; p.record_bank_probe('$out/h200_08_bank_probe.json')" 2>&1 | tail -24
-  ncu=$($py -c "from gemm_course.counters import find_ncu; print(find_ncu())")
+  ncu=$($py -c "from gemm_course.measure.counters import find_ncu; print(find_ncu())")
   cat > /tmp/l8_source.json <<'JS'
 [{"kind": "level8", "params": {"BM": 64, "BN": 256, "WM": 64, "WN": 64, "stepped": true}, "variant": "as_is", "M": 4096, "N": 4096, "K": 4096}]
 JS
   timeout 90 "$ncu" --target-processes all --clock-control none --nvtx --nvtx-include gemm_course/ --section SourceCounters \
-      --import-source no -f -o "$out/h200_08_source" $py -m gemm_course.ncu_probes /tmp/l8_source.json 2>&1 | tail -3
+      --import-source no -f -o "$out/h200_08_source" $py -m gemm_course.measure.ncu_probes /tmp/l8_source.json 2>&1 | tail -3
   timeout 60 "$ncu" -i "$out/h200_08_source.ncu-rep" --page source --print-source sass --csv > "$out/h200_08_source_sass.csv" 2>&1
   echo "source page: $(wc -l < "$out/h200_08_source_sass.csv") lines"; head -c 600 "$out/h200_08_source_sass.csv"; echo
   timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_barrier_blocks('$out/h200_10_barrier_blocks.json')" 2>&1 | tail -9

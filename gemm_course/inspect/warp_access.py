@@ -1,0 +1,287 @@
+"""Sectors and bank wavefronts of your own kernel, counted on the CPU.
+
+The CPU backend's instrumented build (the one with the race detector) can also record every memory
+access of some blocks of a launch (the first one, unless you ask for more). This module groups those
+accesses the way a GPU issues them:
+the n-th execution of one instruction (one source address) by the 32 lanes of a warp, between the
+same two barriers, is one warp-wide access. For each one it counts what the course's models count:
+
+- global memory: the 32-byte sectors the warp touches (`models.warp_sectors`): 4 for 32 consecutive
+  floats, 32 for floats a row apart;
+- shared memory: the wavefronts (passes) the bank model gives (`models.BankAccess`), and the fewest
+  the same bytes could take.
+
+These are the course's models applied to the real addresses of your kernel, not hardware counters:
+Nsight Compute on a GPU measures the real thing (`python -m gemm_course counters`). The models agree
+with the recorded H200 counters on the course's kernels (see each level's "predict, then measure").
+
+    for row in warp_access.profile("03_coalescing_banks", 64, 64, 64, load="strided"):
+        print(row.describe())
+
+With blocks=, several blocks are profiled (always including the first and the last of the grid) and
+each row adds up all of them, keeping the worst block. access_log() returns the raw log, and
+sequences() the ordered accesses of each thread (for checks of order: which loads come before which
+shared reads, how many barrier intervals a block went through).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from gemm_course.models import SECTOR_BYTES, BankAccess, warp_sectors
+
+
+@dataclass(frozen=True)
+class LineAccess:
+    """One source line's accesses of one kind in the profiled blocks, added up over its warp-wide
+    accesses; worst_block is the profiled block whose own units ÷ ideal_units for this row is the
+    highest (the first such block on a tie), worst_per_access and worst_excess its per_access and excess."""
+
+    line: str            # "file.cu:57"
+    space: str           # "global" or "shared"
+    write: bool
+    array: str           # the argument's name for global memory (A, B, C, ...), "shared" otherwise
+    width: int           # bytes per lane
+    warp_accesses: int   # warp-wide accesses (instructions executed by a warp)
+    units: int           # sectors (global) or wavefronts (shared), summed
+    ideal_units: int     # the fewest the same bytes could take: 128 contiguous bytes → 4 sectors / 1 wavefront
+    worst_block: tuple[int, int, int] = (0, 0, 0)
+    worst_per_access: float = 0.0
+    worst_excess: float = 1.0
+
+    @property
+    def per_access(self) -> float:
+        """Sectors per request (global) or wavefronts per instruction (shared)."""
+        return self.units / self.warp_accesses
+
+    @property
+    def excess(self) -> float:
+        """units ÷ ideal_units: 1 is perfectly coalesced / conflict-free."""
+        return self.units / self.ideal_units if self.ideal_units else 1.0
+
+    def describe(self, lang: str = "en") -> str:
+        """One line for this access; lang="zh": in Chinese."""
+        if lang == "zh":
+            what = "个扇区/次请求" if self.space == "global" else "个 wavefront/条指令"
+            kind = "写入" if self.write else "读取"
+            target = self.array if self.space == "global" else "共享内存"
+            worst = (f"；最差的线程块 {self.worst_block}：{self.worst_per_access:.2f}"
+                     if self.worst_excess > self.excess + 1e-9 else "")
+            return (f"{self.line}：{target} 的 {self.width} 字节{kind}：{self.per_access:.2f} {what}，"
+                    f"共 {self.warp_accesses} 次线程束访问（理想值 {self.ideal_units / self.warp_accesses:.2f}）{worst}")
+        what = "sectors per request" if self.space == "global" else "wavefronts per instruction"
+        kind = "store" if self.write else "load"
+        target = self.array if self.space == "global" else "shared memory"
+        worst = (f"; worst block {self.worst_block}: {self.worst_per_access:.2f}"
+                 if self.worst_excess > self.excess + 1e-9 else "")
+        return (f"{self.line}: {self.width}-byte {kind} of {target}: {self.per_access:.2f} {what} "
+                f"over {self.warp_accesses} warp accesses (ideal {self.ideal_units / self.warp_accesses:.2f}){worst}")
+
+
+def _ideal_global(lane_bytes: list[tuple[int, int]]) -> int:
+    """Sectors the same number of distinct bytes would take if they were contiguous and aligned."""
+    distinct = len({b for a, n in lane_bytes for b in range(a, a + n)})
+    return max(1, -(-distinct // SECTOR_BYTES))
+
+
+def _array_finder(log: Any):
+    """address → the array argument's name holding it (None: the stack, the runtime, ...)."""
+    arrays = sorted((address, address + nbytes, name) for name, (address, nbytes, _) in log.arrays.items())
+
+    def array_of(address: int) -> Optional[str]:
+        for lo, hi, name in arrays:
+            if lo <= address < hi:
+                return name
+        return None  # the stack (local variables) or the runtime: not device memory of the kernel
+
+    return array_of
+
+
+def _line_names(log: Any) -> dict[int, str]:
+    """pc → "file:line" for every pc in the log (one addr2line call)."""
+    kernel = log.kernel
+    offsets = {int(pc): kernel.code_offset(int(pc)) for pc in np.unique(log.records["pc"])}
+    lines = kernel.source_lines(list(offsets.values()))
+    return {pc: lines[o] for pc, o in offsets.items()}
+
+
+def summary(log: Any) -> list[LineAccess]:
+    """The profiled blocks' accesses, one row per (source line, space, load/store, array), worst first."""
+    rec = log.records
+    if len(rec) == 0:
+        return []
+    lines = _line_names(log)
+    array_of = _array_finder(log)
+    blocks = list(getattr(log, "blocks", None) or [(0, 0, 0)])
+    groups: dict[tuple, dict[int, tuple[int, int]]] = {}
+    seen: dict[tuple, int] = {}
+    for interval, block, thread, size, flags, pc, address in rec[
+            ["interval", "block", "thread", "size", "flags", "pc", "address"]].tolist():
+        shared = bool(flags & 2)
+        name = "shared" if shared else array_of(address)
+        if name is None:
+            continue
+        key = (block, interval, thread // 32, pc, bool(flags & 1), shared, name)
+        n = seen.get((key, thread), 0)
+        seen[(key, thread)] = n + 1
+        groups.setdefault((key, n), {})[thread % 32] = (address, size)
+    totals: dict[tuple, list[int]] = {}
+    per_block: dict[tuple, dict[int, list[int]]] = {}
+    for (key, _), lanes in groups.items():
+        block, _, _, pc, write, shared, name = key
+        width = max(size for _, size in lanes.values())
+        if shared:
+            access = BankAccess("", tuple(lanes), tuple(a // 4 for a, _ in lanes.values()), width if width in (4, 8, 16) else 4)
+            units, ideal = access.wavefronts, access.ideal_wavefronts
+        else:
+            units = warp_sectors([b for a, n in lanes.values() for b in range(a, a + n, 4)])
+            ideal = _ideal_global(list(lanes.values()))
+        row_key = (lines[pc], "shared" if shared else "global", write, name, width)
+        for row in (totals.setdefault(row_key, [0, 0, 0]), per_block.setdefault(row_key, {}).setdefault(block, [0, 0, 0])):
+            row[0] += 1
+            row[1] += units
+            row[2] += ideal
+    out = []
+    for row_key, (n, units, ideal) in totals.items():
+        # The worst block: the highest units ÷ ideal, then the most units per access; the lowest index on a tie.
+        b, (bn, bu, bi) = max(per_block[row_key].items(),
+                              key=lambda item: (item[1][1] / item[1][2] if item[1][2] else 1.0, item[1][1] / item[1][0], -item[0]))
+        out.append(LineAccess(*row_key, n, units, ideal, worst_block=tuple(blocks[b]), worst_per_access=bu / bn,
+                              worst_excess=bu / bi if bi else 1.0))
+    return sorted(out, key=lambda r: (-r.excess, r.line))
+
+
+class Access(NamedTuple):
+    """One memory access of one thread, in the order the thread made it."""
+
+    interval: int           # barrier interval of its block: 0 before the first __syncthreads(), 1 after it, ...
+    space: str              # "global" or "shared"
+    array: str              # the argument's name (A, B, C, ...) or the shared element's variable ("As")
+    write: bool
+    line: str               # "file.cu:57"
+    index: tuple            # global: (row, col) for a 2-D argument, (i,) for 1-D; shared: (byte offset,)
+    element: str            # "A[3, 17]" or the shared element "As[1][3][17]" ("byte N of dynamic shared memory")
+    size: int               # bytes
+    cp_async: bool = False  # the source read or the target write of an asynchronous copy (at its issue)
+
+
+def _global_index(shape: tuple[int, ...], element: int) -> tuple[int, ...]:
+    if len(shape) >= 2 and shape[-1] > 0:
+        return divmod(element, shape[-1]) if len(shape) == 2 else (element // (shape[-2] * shape[-1]),
+                                                                    *divmod(element % (shape[-2] * shape[-1]), shape[-1]))
+    return (element,)
+
+
+def sequences(log: Any) -> dict[tuple[int, int, int], dict[tuple[int, int, int], list[Access]]]:
+    """Per profiled block, per thread ((x, y, z) each), its accesses of global arrays and shared memory
+    in program order (the stack and the runtime's own data left out). A cp.async appears at its issue:
+    a global read and a shared write, both with cp_async=True."""
+    rec = log.records
+    bx, by, _ = log.launch.block
+    blocks = list(getattr(log, "blocks", None) or [(0, 0, 0)])
+    out: dict[tuple, dict[tuple, list[Access]]] = {tuple(b): {} for b in blocks}
+    if len(rec) == 0:
+        return out
+    lines = _line_names(log)
+    arrays = {name: (address, nbytes, item) for name, (address, nbytes, item) in log.arrays.items()}
+    array_of = _array_finder(log)
+    shapes = getattr(log, "shapes", {}) or {}
+    kernel = log.kernel
+    shared_names: dict[int, str] = {}
+    for interval, block, thread, size, flags, pc, address in rec[
+            ["interval", "block", "thread", "size", "flags", "pc", "address"]].tolist():
+        shared = bool(flags & 2)
+        if shared:
+            element = shared_names.get(address)
+            if element is None:
+                element = shared_names[address] = kernel.shared_element(address)
+            name, index = element.split("[")[0].split(".")[0].split(" ")[0], (address,)
+            if element.startswith("byte "):
+                name = "shared"
+        else:
+            name = array_of(address)
+            if name is None:
+                continue
+            base, _, item = arrays[name]
+            index = tuple(int(v) for v in _global_index(shapes.get(name, ()), (address - base) // item))
+            element = f"{name}[{', '.join(map(str, index))}]"
+        t = (thread % bx, thread // bx % by, thread // (bx * by))
+        out[tuple(blocks[block])].setdefault(t, []).append(
+            Access(interval, "shared" if shared else "global", name, bool(flags & 1), lines[pc], index, element,
+                   size, bool(flags & 4)))
+    return out
+
+
+def barrier_intervals(log: Any) -> dict[tuple[int, int, int], int]:
+    """Per profiled block, the barrier intervals it went through (the __syncthreads() it passed + 1)."""
+    return {tuple(b): int(n) for b, n in zip(log.blocks, log.intervals)}
+
+
+BlockChoice = Union[None, int, Sequence[Sequence[int]]]
+
+
+def choose_blocks(grid: Sequence[int], blocks: BlockChoice = None,
+                  rng: Union[None, int, np.random.Generator] = None) -> list[tuple[int, int, int]]:
+    """The blocks to profile in a grid: None → the first block only; an int n → n blocks: the first,
+    the last, and n − 2 others drawn without replacement by rng (a seed or a numpy Generator; default
+    seed 0); a list of (x, y, z) → those, with the first and the last block added when missing."""
+    gx, gy, gz = (int(g) for g in grid)
+    first, last = (0, 0, 0), (gx - 1, gy - 1, gz - 1)
+    if blocks is None:
+        return [first]
+    if isinstance(blocks, (int, np.integer)) and not isinstance(blocks, bool):
+        if blocks < 1:
+            raise ValueError(f"blocks={blocks}: give a positive number of blocks to profile / "
+                             f"blocks={blocks}：要记录的线程块数必须是正整数")
+        total = gx * gy * gz
+        generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(0 if rng is None else rng)
+        linear = [0, total - 1]
+        others = [i for i in range(1, total - 1)]
+        extra = min(max(int(blocks) - 2, 0), len(others))
+        linear += [int(i) for i in generator.choice(others, size=extra, replace=False)] if extra else []
+        chosen = [(i % gx, i // gx % gy, i // (gx * gy)) for i in dict.fromkeys(linear)]
+        return sorted(set(chosen), key=lambda b: (b[2], b[1], b[0]))
+    try:
+        listed = [tuple(int(v) for v in b) for b in blocks]
+    except (TypeError, ValueError):
+        raise TypeError(f"blocks={blocks!r}: give None, a number of blocks, or a list of (x, y, z) / "
+                        f"blocks={blocks!r}：请传入 None、线程块的数目，或者 (x, y, z) 的列表") from None
+    for b in listed:
+        if len(b) != 3 or not all(0 <= v < g for v, g in zip(b, (gx, gy, gz))):
+            raise ValueError(f"block {b} is not in the grid ({gx},{gy},{gz}) / 线程块 {b} 不在网格 ({gx},{gy},{gz}) 之内")
+    return sorted(set(listed) | {first, last}, key=lambda b: (b[2], b[1], b[0]))
+
+
+def access_log(level: Any, M: int = 64, N: int = 64, K: int = 64, source: Optional[str] = None, *,
+               blocks: BlockChoice = None, rng: Union[None, int, np.random.Generator] = None,
+               source_name: Optional[str] = None, **params: Any) -> Any:
+    """Run a level's kernel (or your edited `source` of it) on the CPU on random M×N×K operands and
+    return the AccessLog of the blocks chosen by choose_blocks(grid, blocks, rng). An epilogue level
+    gets a bias vector. source_name: the file name lines are given in (default: the level's)."""
+    from gemm_course.run import cpu_backend
+    from gemm_course.run.check import random_operands
+    from gemm_course.run.launch import _kernel_params
+    from gemm_course.levels import get_level
+
+    lv = get_level(level)
+    cpu_backend.require_simt(lv)
+    resolved = lv.resolve(**params)
+    A, B = random_operands(M, N, K, xp=np)
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    kernel_params = _kernel_params(lv, resolved, A, B, C, N, K)
+    extra = [np.linspace(-1, 1, N, dtype=np.float32) if resolved.get("bias") else None, 1.0, 0.0] if lv.epilogue else []
+    launch = lv.geometry(M, N, K, kernel_params)
+    return cpu_backend.run_level(lv, kernel_params, A, B, C, source, extra_args=extra, launch=launch, profile=True,
+                                 source_name=source_name, profile_blocks=choose_blocks(launch.grid, blocks, rng))
+
+
+def profile(level: Any, M: int = 64, N: int = 64, K: int = 64, source: Optional[str] = None, *,
+            blocks: BlockChoice = None, rng: Union[None, int, np.random.Generator] = None,
+            source_name: Optional[str] = None, **params: Any) -> list[LineAccess]:
+    """Run a level's kernel (or your edited `source` of it) on the CPU on random M×N×K operands and
+    return summary() of the accesses of its first block, or of the blocks `blocks` asks for (see
+    choose_blocks: a count drawn with rng, or a list of (x, y, z); the first and last blocks always
+    come along). An epilogue level gets a bias vector. source_name: the file name lines are given in."""
+    return summary(access_log(level, M, N, K, source, blocks=blocks, rng=rng, source_name=source_name, **params))
