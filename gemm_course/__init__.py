@@ -35,7 +35,7 @@ from .levels import Launch, Level, Param, get_level, levels
 # loads on first use, so `import gemm_course` stays light (plotly and ipywidgets load only when shown).
 _LAZY = {
     "autotune": "measure.autotune", "compile": "run.compile", "counters": "measure.counters",
-    "cpu_backend": "run.cpu_backend", "diagrams": "display.diagrams", "dtypes": "run.dtypes",
+    "cpu_backend": "run.cpu_backend", "diagrams": "display.diagrams", "display_text": "bilingual.text", "dtypes": "run.dtypes",
     "exercises": "exercises", "models": "models", "notebook": "display.notebook", "plots": "display.plots",
     "predictions": "measure.predictions", "results": "measure.results", "sass": "inspect.sass",
     "warp_access": "inspect.warp_access", "widgets": "display.widgets",

@@ -11,3 +11,28 @@ os.environ.setdefault("GEMM_COURSE_PROGRESS", os.path.join(tempfile.mkdtemp(pref
 # Python's own handler back (it raises KeyboardInterrupt), in every xdist worker too.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+import pytest  # noqa: E402
+
+
+def show_into(monkeypatch, fn) -> None:
+    """Every figure a display call shows goes to fn instead. Each display module took plots.show by name, so it
+    is replaced in each of them."""
+    import importlib
+    import pkgutil
+
+    import gemm_course.display as display
+    from gemm_course.display import plots
+
+    original = plots.show  # before plots' own name is replaced below
+    for info in pkgutil.iter_modules(display.__path__):
+        module = importlib.import_module(f"gemm_course.display.{info.name}")
+        if getattr(module, "show", None) is original:
+            monkeypatch.setattr(module, "show", fn)
+
+
+@pytest.fixture
+def capture_shown(monkeypatch):
+    """capture_shown(fn): show_into for one test."""
+    return lambda fn: show_into(monkeypatch, fn)

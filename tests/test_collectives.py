@@ -286,7 +286,7 @@ def test_row_split_and_summa_on_two_gpus_both_scopes():
         assert nans == 0 and err <= tolerance("float32", n) and phases
 
 
-def test_notebook_chart_reads_old_and_new_rows(tmp_path, monkeypatch):
+def test_notebook_chart_reads_old_and_new_rows(capture_shown, tmp_path, monkeypatch):
     """gc.notebook.multigpu() charts the row split and SUMMA end to end from recorded files of either
     format: the first chapter's rows, and the new ones (scopes, tensor-parallel rows, collectives)."""
     pytest.importorskip("plotly")
@@ -307,7 +307,7 @@ def test_notebook_chart_reads_old_and_new_rows(tmp_path, monkeypatch):
     path = tmp_path / "h200x2_12_multigpu_new.json"
     path.write_text(json.dumps(new), encoding="utf-8")
     monkeypatch.setattr(results, "recorded_files", lambda: [path])
-    monkeypatch.setattr(notebook, "show", lambda fig: None)
+    capture_shown(lambda fig: None)
     monkeypatch.setattr("gemm_course.multigpu.schemes.gpu_count", lambda: 0)
     rows = notebook.multigpu()
     assert {r["scheme"] for r in rows} == {"row split", "SUMMA"}

@@ -12,10 +12,12 @@ import pytest
 from gemm_course.display import diagrams, notebook, plots
 from gemm_course.display.plots import NARROW_PX, SEP, n_lines, text_px
 
+from conftest import show_into
+
 
 def _shown(monkeypatch, fn, *args, **kw):
     figs = []
-    monkeypatch.setattr(notebook, "show", figs.append)
+    show_into(monkeypatch, figs.append)
     fn(*args, **kw)
     return figs
 
@@ -125,7 +127,7 @@ def test_ladder(monkeypatch):
         "multigpu", "batched"])
 def test_recorded_figures(monkeypatch, call):
     figs = []
-    monkeypatch.setattr(notebook, "show", figs.append)
+    show_into(monkeypatch, figs.append)
     call()
     figs = [f for f in figs if hasattr(f, "layout")]
     assert figs

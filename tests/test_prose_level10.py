@@ -351,10 +351,10 @@ def test_level10_barrier_numbers():
     assert_prose_says(claims, prose)
 
 
-def test_level10_ceiling_chart_has_the_barrier_free_part(monkeypatch):
+def test_level10_ceiling_chart_has_the_barrier_free_part(monkeypatch, capture_shown):
     from gemm_course.display import notebook
 
-    monkeypatch.setattr(notebook, "show", lambda fig: None)
+    capture_shown(lambda fig: None)
     bars = {b["label"].split(" · ")[0]: b["ms"] for b in notebook.mma_sync_ceiling()}
     part = next(r for r in results.level_10_parts() if r["M"] == 8192 and r["params"] == {"stages": 4, "BN": 256})
     assert bars["Level 10, math only, no block barrier"] == part["math_no_barrier"]["median_ms"]

@@ -237,3 +237,15 @@ class ShownDict(dict):
 
     def _ipython_display_(self) -> None:
         return None
+
+
+def say(en: str, zh: str) -> None:
+    """Show one line of a cell's result in the language in force (both halves for the book's switch); a
+    cell's `print("English · 中文")` would show both languages in every mode."""
+    show(note(html.escape(en), html.escape(zh), en, zh))
+
+
+def fold_lines(lines: Sequence[str], en: str, zh: str) -> None:
+    """Numbers printed beside a chart, folded: they back the chart and the text, line by line."""
+    if lines:
+        show(Fold(text(f"{en} ({len(lines)} lines)", f"{zh}（{len(lines)} 行）"), code_block("\n".join(lines), "text")))
