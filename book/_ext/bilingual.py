@@ -21,7 +21,7 @@ What this extension does at build time:
    Without JavaScript ``data-lang`` is never set and both languages stay visible.
 4. Copies ``plotly/package_data/plotly.min.js`` to ``_static/plotly.min.js`` (no CDN).
 
-Contract for figure scripts (``gemm_course.plots.show`` emits a ``text/html`` output):
+Contract for figure scripts (``gemm_course.display.plots.show`` emits a ``text/html`` output):
 
 * On every page whose rendered body contains the word ``Plotly``, ``_static/plotly.min.js``
   is loaded by a plain blocking ``<script>`` in ``<head>`` (not ``defer``/``async``), so
@@ -232,7 +232,7 @@ def _search_words(app: Sphinx, config: Config) -> None:
     if config.html_search_language != "zh":
         return
     try:
-        from gemm_course.glossary import TERMS
+        from gemm_course.display.glossary import TERMS
     except ImportError:  # the package is not importable: the default dictionary still works
         return
     words = sorted({w for t in TERMS for w in t.zh_forms()

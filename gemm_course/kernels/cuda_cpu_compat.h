@@ -1,6 +1,6 @@
 // cuda_cpu_compat.h — compile a level's CUDA C source as C++ and run its kernel on the CPU.
 //
-// gemm_course.cpu_backend builds one shared library per (source, kernel, flags) from
+// gemm_course.run.cpu_backend builds one shared library per (source, kernel, flags) from
 //
 //     #include "cuda_cpu_compat.h"
 //     <the level's .cu file, unchanged>
