@@ -539,9 +539,13 @@ def cmd_hostcost(args: argparse.Namespace) -> None:
 
 
 def cmd_levels(args: argparse.Namespace) -> None:
+    from gemm_course.bilingual.language import current_language
+
+    lang = current_language()  # GEMM_COURSE_LANG=en|zh: one language
     for lv in levels():
         params = ", ".join(f"{p.name}={p.default}" for p in lv.params)
-        print(f"{lv.id:<14} {lv.title_en} · {lv.title_zh}  [{lv.source}; {params}; {lv.needs}]")
+        title = {"en": lv.title_en, "zh": lv.title_zh}.get(lang, f"{lv.title_en} · {lv.title_zh}")
+        print(f"{lv.id:<14} {title}  [{lv.source}; {params}; {lv.needs}]")
 
 
 def _refuse_shipped_out(out: Optional[str]) -> None:

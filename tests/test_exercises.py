@@ -76,7 +76,7 @@ def test_solution_passes_and_starter_fails_where_the_lesson_is(exercise):
     started = ex.grade(exercise.id, exercise.starter)
     expected = json.loads((exercise.folder / "exercise.json").read_text(encoding="utf-8"))["starter_fails"]
     assert started.status == "failed" and started.failed_step == expected, str(started)
-    assert time.perf_counter() - start < 30  # both gradings, first compilations included
+    assert time.perf_counter() - start < 60  # both gradings, first compilations included (a busy 2-core machine: 15–40 s)
 
 
 def _cli(*args):

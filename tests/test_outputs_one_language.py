@@ -72,6 +72,7 @@ CALLS = {
     "gc.notebook.blocks_and_waves": lambda: nb.blocks_and_waves("05_register_blocking"),
     "gc.notebook.tail_schedules": lambda: nb.tail_schedules(),
     "gc.notebook.shapes": lambda: display_text.show(nb.shapes("08_warp_tiling")),
+    "gc.notebook.command": lambda: nb.command(["levels"]),
     "gc.notebook.block_order": lambda: nb.block_order(),
     "gc.notebook.last_changes": lambda: nb.last_changes(),
     "gc.notebook.gap_to_peak": lambda: nb.gap_to_peak("08_warp_tiling"),

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence
 
 from gemm_course import device
 from gemm_course.measure import results
-from gemm_course.bilingual.text import Fold, Shown, Table, from_message, note, show as show_text, text
+from gemm_course.bilingual.text import Bilingual, Fold, Shown, Table, code_block, from_message, note, show as show_text, text
 from gemm_course.run.check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 from gemm_course.levels import Level, get_level
 from gemm_course.display.plots import show
@@ -235,4 +235,26 @@ def show_error(err: BaseException) -> None:
 
 # --- small outputs a cell used to print -------------------------------------------------------------
 
+
+def command(argv: Sequence[str]) -> None:
+    """Run `python -m gemm_course ARGV...` here and show what it prints, in the language in force (the book's
+    switch: each language's output, one shown at a time)."""
+    import contextlib
+    import io
+
+    from gemm_course.__main__ import main
+    from gemm_course.bilingual import language as choice
+
+    def printed(lang: Optional[str]) -> str:
+        previous, choice._choice = choice._choice, lang
+        try:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                main(list(argv))
+            return out.getvalue().rstrip("\n")
+        finally:
+            choice._choice = previous
+
+    en, zh = printed("en"), printed("zh")
+    show_text(Bilingual(en, zh, code_block(en, "text"), code_block(zh, "text"), block=True))
 
