@@ -6,7 +6,9 @@ language("en") / language("zh") or GEMM_COURSE_LANG picks one: then only that la
 """
 from __future__ import annotations
 
+import contextlib
 import html
+from typing import Iterator
 
 SEP = " · "
 
@@ -50,6 +52,18 @@ def language(choice: str | None = None) -> str:
                              f"语言只能是 'en'、'zh' 或 'both'，而不是 {choice!r}")
         _choice = text
     return current_language()
+
+
+@contextlib.contextmanager
+def chosen(choice: str) -> Iterator[None]:
+    """language(choice) for the lines inside the `with`, then the choice that was in force before."""
+    global _choice
+    previous = _choice
+    language(choice)
+    try:
+        yield
+    finally:
+        _choice = previous
 
 
 def current_language() -> str:

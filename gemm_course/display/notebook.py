@@ -245,15 +245,11 @@ def command(argv: Sequence[str]) -> None:
     from gemm_course.__main__ import main
     from gemm_course.bilingual import language as choice
 
-    def printed(lang: Optional[str]) -> str:
-        previous, choice._choice = choice._choice, lang
-        try:
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                main(list(argv))
-            return out.getvalue().rstrip("\n")
-        finally:
-            choice._choice = previous
+    def printed(lang: str) -> str:
+        out = io.StringIO()
+        with choice.chosen(lang), contextlib.redirect_stdout(out):
+            main(list(argv))
+        return out.getvalue().rstrip("\n")
 
     en, zh = printed("en"), printed("zh")
     show_text(Bilingual(en, zh, code_block(en, "text"), code_block(zh, "text"), block=True))
