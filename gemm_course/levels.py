@@ -1038,11 +1038,20 @@ def levels() -> tuple[Level, ...]:
     return _LEVELS
 
 
+# id ("01_naive"), number (1), its text ("1") and short name ("naive") of every level: what get_level accepts first.
+_BY_NAME: dict[Any, Level] = {key: lv for lv in _LEVELS
+                              for key in (lv.id, lv.number, str(lv.number), lv.id.split("_", 1)[1])}
+
+
 def get_level(level: str | int | Level) -> Level:
     """Look a level up by id ("01_naive"), number (1) or short name ("naive")."""
     if isinstance(level, Level):
         return level
-    for lv in _LEVELS:
+    try:  # the usual spellings, looked up at once: a repeated gc.gemm call asks on every call
+        return _BY_NAME[level]
+    except (KeyError, TypeError):
+        pass
+    for lv in _LEVELS:  # other spellings ("01" for 1), then the message for an unknown name
         if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number) or \
                 (isinstance(level, str) and level.isdigit() and int(level) == lv.number):
             return lv

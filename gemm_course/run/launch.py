@@ -234,9 +234,10 @@ def _operand_key(lv: Level, X: Any) -> Optional[tuple]:
     vector path read. None for no array."""
     if X is None:
         return None
-    address = _address(X)
+    address = _address(X)  # once: reading an array's address builds an object (CuPy, NumPy alike)
+    vector_aligned = not lv.vector_width or address % (lv.vector_width * X.itemsize) == 0  # as _vector_aligned
     return (type(X), X.shape, X.dtype, X.flags.c_contiguous, address % lv.alignment if lv.alignment else 0,
-            _vector_aligned(lv, X))
+            vector_aligned)
 
 
 def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilogue: Optional[Epilogue],
