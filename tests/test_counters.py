@@ -45,12 +45,17 @@ def test_find_takes_the_newest_record_of_a_setting(monkeypatch):
     assert [r["file"] for r in counters.current(rows + [{**rows[0], "dtype": "float16"}])] == ["b.json", "a.json"]
     monkeypatch.undo()
     # The shipped files: Level 8, re-recorded after its last edit, and the same run's cuBLAS fp32 come from the
-    # newest file; every other level's rows are held by one file only, so the rule leaves them as they were.
+    # newest file; Levels 9-11 (every setting, Level 10's parts too) and cuBLAS fp16/bf16 from the file recorded
+    # after their kernels' last edits; every other level's rows are held by one file only, so the rule leaves them.
     newest = "h200_counters_08_warp_tiling.json"
+    tensor_core = "h200_counters_09_11.json"
     lv = get_level("08_warp_tiling")
     for s in (*lv.showcase, *lv.experiments):
         assert counters.find(lv.id, **s)["file"] == newest, s
     assert counters.find("cublas", dtype="float32")["file"] == newest
+    for level in ("09_wmma", "10_mma_pipeline", "11_hopper_wgmma"):
+        assert {r["file"] for r in counters.table_rows(level) if r["level"] == level} == {tensor_core}, level
+    assert {counters.find("cublas", dtype=d)["file"] for d in ("float16", "bfloat16")} == {tensor_core}
     seen: dict = {}
     for r in counters.recorded():
         key = (r["level"], json.dumps(r["params"], sort_keys=True), r.get("part"), r["dtype"])
@@ -59,7 +64,8 @@ def test_find_takes_the_newest_record_of_a_setting(monkeypatch):
     shown = [(r["level"], json.dumps(r["params"], sort_keys=True), r["part"], r["dtype"]) for r in counters.table_rows()]
     assert len(shown) == len(set(shown)) == len(seen)  # the command line's table: each setting once, its newest record
     assert {r["file"] for r in counters.table_rows("08_warp_tiling") if r["dtype"] == "float32"} == {newest}
-    assert twice and all(k[0] == "08_warp_tiling" or k[:2] == ("cublas", "{}") and k[3] == "float32" for k in twice)
+    assert twice and all(k[0] in ("08_warp_tiling", "09_wmma", "10_mma_pipeline", "11_hopper_wgmma") or k[0] == "cublas"
+                         for k in twice)
 
 
 def test_recorded_metric_names_are_the_documented_ones():

@@ -231,21 +231,42 @@ def test_ladder_tensor_core_paragraph_numbers() -> None:
     best_fp32 = max(fp32, key=lambda r: r["tflops"])
     assert best_fp32["level"] == "08_warp_tiling"
     tuned = {n: rec("08_warp_tiling", n, **TUNED_WARP_TILING) for n in (4096, 8192)}
+    tma = results.find("10_mma_pipeline", 8192, dtype="bfloat16",
+                       **get_level("10_mma_pipeline").resolve(stages=3, BN=256, copy="tma"))
+    wgmma = rec("11_hopper_wgmma", 8192, step=4)
+    four = (wmma, mma, tma, wgmma)
+    # each timed with its own clock and its cuBLAS pair's, measured on the SMs in the same run; no shared clock
+    assert all("clock64" in r["provenance"]["method"] for r in four)
+    assert all(abs(r["sm_clock_mhz"] / r["cublas_paired_sm_clock_mhz"] - 1) > 0.01 for r in four)
+    top = wmma["provenance"]["sm_clock_max_mhz"]
+    assert all(r["sm_clock_mhz"] < top for r in four)
+    clocks = [r["sm_clock_mhz"] for r in four]
+    pairs = [r["cublas_paired_sm_clock_mhz"] for r in four]
+    cycles = ", ".join(f"{results.in_cycles(r):.1%}" for r in four[:3]) + f" and {results.in_cycles(four[3]):.1%}"
     for claim in (f"reaches {wmma['tflops']:.2f} TFLOPS, {wmma['ratio_to_cublas']:.1%} of cuBLAS fp16",
                   f"reaches {mma['tflops']:.2f} TFLOPS, {mma['ratio_to_cublas']:.1%}",
                   f"already {mma['tflops'] / best_fp32['tflops']:.1f} times the fastest fp32 setting",
+                  f"reaches {tma['tflops']:.2f} TFLOPS in bf16, {tma['ratio_to_cublas']:.1%} of cuBLAS's bf16 GEMM",
+                  f"reaches {wgmma['tflops']:.2f} TFLOPS in bf16, {wgmma['ratio_to_cublas']:.1%} of cuBLAS's bf16 GEMM",
+                  f"the four kernels ran at {min(clocks):.0f} to {max(clocks):.0f} MHz, below the H200's {top} MHz "
+                  f"maximum, and their cuBLAS pairs at {min(pairs):.0f} to {max(pairs):.0f} MHz",
+                  f"counted in cycles (time × clock on each side) the four fractions are {cycles}",
                   f"reaches {tuned[4096]['ratio_to_cublas']:.1%} at 4096³ and {tuned[8192]['ratio_to_cublas']:.1%} at "
                   f"8192³ ({tuned[8192]['tflops']:.2f} TFLOPS"):
         assert claim in text, claim
 
 
 def test_ladder_top_rungs_paragraph_numbers() -> None:
-    """The one-run comparison of the best settings of Levels 8-11 (record --showcase-only)."""
+    """The one-run comparison of the best settings of Levels 8-11 (record --showcase-only), every timing with the
+    kernel's own SM clock and its cuBLAS pair's, measured on the SMs in the same run (NVML only beside them)."""
     text = english("ladder.md")
     F16, B16, F32 = "h200_top_rungs_float16.json", "h200_top_rungs_bfloat16.json", "h200_top_rungs_float32.json"
 
     def top(level: str, n: int, dtype: str, file: str, **p: Any) -> dict:
         return results.find(level, n, dtype=dtype, file=file, **get_level(level).resolve(**p))
+
+    def cyc(r: dict) -> str:
+        return f"{results.in_cycles(r):.1%}"
 
     l8 = top("08_warp_tiling", 4096, "float32", F32, **TUNED_WARP_TILING, stepped=True)
     l9 = top("09_wmma", 4096, "float16", F16, staging="pipelined", BM=256, BN=128, WN=64, stages=3, BK=64,
@@ -255,53 +276,86 @@ def test_ladder_top_rungs_paragraph_numbers() -> None:
     tma = top("10_mma_pipeline", 4096, "bfloat16", B16, stages=4, BN=256, copy="tma", frag_buffers=2,
               ldmatrix_issue="spread")
     l11 = {n: top("11_hopper_wgmma", n, "bfloat16", B16, step=6, c_type="input") for n in (4096, 8192)}
-    at4096 = (l8, l9, l10, tma, l11[4096])
-    # NVML read 1980 MHz for Levels 9-11 (those files' sm_clock_mhz); the re-recording measured on the SMs says otherwise
-    assert all(r["sm_clock_mhz"] == r["cublas_paired_sm_clock_mhz"] == 1980 for r in at4096[1:])
-    # Level 8's file was recorded again with the kernel's own clock (clock64), NVML beside it
-    assert "clock64" in results.load(results.RESULTS_DIR / F32)["provenance"]["method"]
+    # every file of the comparison carries the kernel's own clock (clock64), NVML beside it
+    assert all("clock64" in results.load(results.RESULTS_DIR / f)["provenance"]["method"] for f in (F16, B16, F32))
     assert l8["nvml_sm_clock_mhz"] == l8["cublas_paired_nvml_sm_clock_mhz"] == 1980
-    assert f"{l8['sm_clock_mhz']:.0f}" == f"{l8['cublas_paired_sm_clock_mhz']:.0f}"
-    assert (f"(its run recorded again after the kernel's last edit, with the clock measured on the SMs: kernel and cuBLAS at "
-            f"{l8['sm_clock_mhz']:.0f} MHz)") in text
-    tc = [results.clock_range(lv, d) for lv, d in (("09_wmma", "float16"), ("10_mma_pipeline", "bfloat16"),
-                                                   ("10_mma_pipeline", "float16"), ("11_hopper_wgmma", "bfloat16"))]
+    assert f"{l8['sm_clock_mhz']:.0f}" == f"{l8['cublas_paired_sm_clock_mhz']:.0f}" and cyc(l8) == f"{l8['ratio_to_cublas']:.1%}"
+    assert (f"(kernel and cuBLAS both at {l8['sm_clock_mhz']:.0f} MHz, so {cyc(l8)} in cycles too)") in text
+    tc_ids = ("09_wmma", "10_mma_pipeline", "11_hopper_wgmma")
+    tc = [results.clock_range(lv, d) for lv in tc_ids for d in ("float16", "bfloat16")]
     lo, hi = min(c["kernel_min"] for c in tc), max(c["kernel_max"] for c in tc)
     clo, chi = min(c["cublas_min"] for c in tc), max(c["cublas_max"] for c in tc)
-    assert hi < 1900 and chi < hi  # power-limited, and not at the clock of their pairs
-    assert (f"the Tensor Core kernels of Levels 9 to 11 ran power-limited at {lo:.0f} to {hi:.0f} MHz and their "
-            f"cuBLAS pairs at {clo:.0f} to {chi:.0f} MHz") in english("ladder.md")
-    assert "where every kernel and its cuBLAS ran at 1980 MHz" not in english("ladder.md")
-    clocks = [c for f in (B16, F16) for r in results.load(results.RESULTS_DIR / f)["records"] if r["M"] == 8192
-              for c in (r["sm_clock_mhz"], r.get("cublas_paired_sm_clock_mhz")) if c]
+    assert hi < 1900 and chi < hi  # below the 1980 MHz maximum, and not at the clock of their pairs
     every = [r for lv in levels() if lv.number >= 8 for r in results.recorded(lv.id)
              if r["level"] == lv.id and r["file"].startswith("h200_top_rungs")]
-    assert all(r["ratio_to_cublas"] < 1 for r in every if r["M"] == 4096)  # "none passes cuBLAS" (at 4096³)
-    above = [r for r in every if r["M"] == 8192 and r["ratio_to_cublas"] > 1]
-    assert above and all(r["sm_clock_mhz"] > r["cublas_paired_sm_clock_mhz"] for r in above)
-    # the re-recording with clocks measured on the SMs: cuBLAS at the lower clock in every Tensor Core pair at 4096³,
-    # some of Level 11's steps past it in time, none of Levels 9-11 past it in cycles
-    clocked = [r for d in ("bfloat16", "float16")
-               for r in results.recorded(files=[results.CLOCKS_DIR / f"h200_top_rungs_{d}_clocks.json"], dtype=d)
-               if r["level"] != "cublas" and r["M"] == 4096]
-    assert {r["level"] for r in clocked} == {"09_wmma", "10_mma_pipeline", "11_hopper_wgmma"}
-    assert all(r["cublas_paired_sm_clock_mhz"] < r["sm_clock_mhz"] for r in clocked)
-    past = [r for r in clocked if r["ratio_to_cublas"] > 1]
-    assert past and {r["level"] for r in past} == {"11_hopper_wgmma"} and len({r["params"]["step"] for r in past}) > 2
-    assert all(results.in_cycles(r) < 1 for r in clocked)
-    for claim in ("the clock falls as low as", "MHz by NVML's reading and differs",
-                  "each time with the kernel at a higher clock than its cuBLAS pair by NVML's reading",
-                  "cuBLAS ran at the lower clock in every Tensor Core pair at 4096³, and several of Level 11's steps passed "
-                  f"it in time (at most {max(r['ratio_to_cublas'] for r in past):.1%}); in cycles (time × clock) no Tensor "
-                  f"Core kernel of Levels 9 to 11 reaches cuBLAS at 4096³ (at most "
-                  f"{max(results.in_cycles(r) for r in clocked):.1%})"):
+    tc4 = [r for r in every if r["level"] in tc_ids and r["M"] == 4096]
+    nvml = [c for r in tc4 for c in (r["nvml_sm_clock_mhz"], r["cublas_paired_nvml_sm_clock_mhz"])]
+    # NVML's side reading is not the clock a kernel runs at: above the clock measured on the SMs in every timing
+    assert all(r["nvml_sm_clock_mhz"] > r["sm_clock_mhz"] + 100 and
+               r["cublas_paired_nvml_sm_clock_mhz"] > r["cublas_paired_sm_clock_mhz"] + 100 for r in tc4)
+    assert (f"the Tensor Core kernels of Levels 9 to 11 ran power-limited at {lo:.0f} to {hi:.0f} MHz and their "
+            f"cuBLAS pairs at {clo:.0f} to {chi:.0f} MHz; NVML read {min(nvml):.0f} to {max(nvml):.0f} MHz beside them, "
+            "a side reading that is not the clock a kernel runs at") in text
+    assert "where every kernel and its cuBLAS ran at 1980 MHz" not in text and "in a later run" not in text
+    # at 4096³: none past cuBLAS in time or in cycles; Levels 9 and 10 above their pair's clock in every
+    # measurement (both sizes), Level 11's steps on both sides of it
+    assert all(r["ratio_to_cublas"] < 1 and results.in_cycles(r) < 1 for r in every if r["M"] == 4096)
+    assert all(r["sm_clock_mhz"] > r["cublas_paired_sm_clock_mhz"] for r in every if r["level"] in tc_ids[:2])
+    s11 = [r for r in tc4 if r["level"] == "11_hopper_wgmma"]
+    assert any(r["sm_clock_mhz"] > r["cublas_paired_sm_clock_mhz"] for r in s11)
+    assert any(r["sm_clock_mhz"] < r["cublas_paired_sm_clock_mhz"] for r in s11)
+    k11, p11 = [r["sm_clock_mhz"] for r in s11], [r["cublas_paired_sm_clock_mhz"] for r in s11]
+    # cuBLAS on its own in bf16 at 4096³, three times in the run: far apart in time, close in cycles
+    blas = [r for r in results.load(results.RESULTS_DIR / B16)["records"] if r["level"] == "cublas" and r["M"] == 4096]
+    assert len(blas) == 3 and blas[0]["sm_clock_mhz"] > blas[1]["sm_clock_mhz"] > blas[2]["sm_clock_mhz"]
+    ms = [r["median_ms"] for r in blas]
+    cycles = [r["median_ms"] * r["sm_clock_mhz"] for r in blas]
+    assert max(cycles) / min(cycles) - 1 < (max(ms) / min(ms) - 1) / 5
+    # the chart's cuBLAS bar: the run's first cuBLAS record at 4096³ (display.runs.compare with file=)
+    bar = next(r for r in results.recorded(l11[4096]["level"], files=[results.RESULTS_DIR / B16], dtype="bfloat16")
+               if r["level"] == "cublas" and r["M"] == 4096)
+    assert bar["median_ms"] == blas[0]["median_ms"]
+    # at 8192³: the lowest clock, cuBLAS's wider spread, the one ratio above 100% in time, those above it in cycles
+    clocks = [c for f in (B16, F16) for r in results.load(results.RESULTS_DIR / f)["records"] if r["M"] == 8192
+              for c in (r["sm_clock_mhz"], r.get("cublas_paired_sm_clock_mhz")) if c]
+    spread = [r["q3_ms"] / r["q1_ms"] - 1 for f in (B16, F16) for r in results.load(results.RESULTS_DIR / f)["records"]
+              if r["level"] == "cublas" and r["M"] == 8192]
+    at8192 = [r for r in every if r["M"] == 8192 and r["level"] in tc_ids]
+    above = [r for r in at8192 if r["ratio_to_cublas"] > 1]
+    assert len(above) == 1 and above[0]["level"] == "11_hopper_wgmma"
+    (a,) = above
+    assert a["sm_clock_mhz"] < a["cublas_paired_sm_clock_mhz"]  # the kernel at the lower clock
+    assert a["ratio_to_cublas"] - 1 < a["q3_ms"] / a["q1_ms"] - 1  # by less than the spread of its own timings
+    past = [r for r in at8192 if results.in_cycles(r) > 1]
+    n11 = [r for r in at8192 if r["level"] == "11_hopper_wgmma"]
+    assert past and all(r["level"] == "11_hopper_wgmma" for r in past)
+    assert max(results.in_cycles(r) for r in past) - 1 < min(spread)  # each by less than cuBLAS's own spread
+    for claim in (f"Level 11's steps ran at {min(k11):.0f} to {max(k11):.0f} MHz against their pairs' {min(p11):.0f} "
+                  f"to {max(p11):.0f} MHz",
+                  "Levels 9 and 10 ran at a higher clock than their cuBLAS pair in every measurement of this run",
+                  "None of the course's kernels passes cuBLAS at 4096³, in time (at most "
+                  f"{max(r['ratio_to_cublas'] for r in tc4):.1%}) or in cycles (at most "
+                  f"{max(results.in_cycles(r) for r in tc4):.1%})",
+                  f"cuBLAS's bf16 GEMM took {ms[0]:.3f} ms at {blas[0]['sm_clock_mhz']:.0f} MHz, then {ms[1]:.3f} ms at "
+                  f"{blas[1]['sm_clock_mhz']:.0f} MHz and {ms[2]:.3f} ms at {blas[2]['sm_clock_mhz']:.0f} MHz, "
+                  f"{max(ms) / min(ms) - 1:.0%} apart in time but {max(cycles) / min(cycles) - 1:.1%} in cycles",
+                  f"the clock falls as low as {min(clocks):.0f} MHz and differs",
+                  f"(cuBLAS's quartiles lie {min(spread):.1%} to {max(spread):.1%} apart)",
+                  f"({l11[8192]['ratio_to_cublas']:.1%} for step 6, {cyc(l11[8192])} in cycles)",
+                  f"step {a['params']['step']} in {'bf16' if a['dtype'] == 'bfloat16' else 'fp16'} at "
+                  f"{a['ratio_to_cublas']:.1%}, by less than the spread of its own timings, with the kernel at a lower "
+                  f"clock than its cuBLAS pair ({a['sm_clock_mhz']:.0f} against {a['cublas_paired_sm_clock_mhz']:.0f} MHz)",
+                  f"in cycles {len(past)} of Level 11's {len(n11)} measurements at that size come out above cuBLAS "
+                  f"(at most {max(results.in_cycles(r) for r in past):.1%}), each by less than the spread of cuBLAS's "
+                  "own timings at that size",
+                  f"its cuBLAS bar is cuBLAS's first timing in the run ({bar['tflops']:.2f} TFLOPS, at "
+                  f"{bar['sm_clock_mhz']:.0f} MHz)"):
         assert claim in text, claim
     pair = lambda r: f"{r['tflops']:.2f} TFLOPS, {r['ratio_to_cublas']:.1%}"  # noqa: E731
-    for claim in (f"reaches {pair(l8)} of cuBLAS SGEMM", f"reaches {pair(l9)} of cuBLAS fp16",
-                  f"reaches {pair(l10)}, and its TMA setting {tma['tflops']:.2f} TFLOPS in bf16, "
-                  f"{tma['ratio_to_cublas']:.1%}", f"reaches {pair(l11[4096])} of cuBLAS bf16",
-                  f"falls as low as {min(clocks):.0f} MHz", f"({l11[8192]['ratio_to_cublas']:.1%} for step 6)",
-                  f"(at most {max(r['ratio_to_cublas'] for r in above):.1%})"):
+    for claim in (f"reaches {pair(l8)} of cuBLAS SGEMM", f"reaches {pair(l9)} of cuBLAS fp16 ({cyc(l9)} in cycles)",
+                  f"reaches {pair(l10)} ({cyc(l10)} in cycles), and its TMA setting {tma['tflops']:.2f} TFLOPS in bf16, "
+                  f"{tma['ratio_to_cublas']:.1%} ({cyc(tma)} in cycles)",
+                  f"reaches {pair(l11[4096])} of cuBLAS bf16 ({cyc(l11[4096])} in cycles)"):
         assert claim in text, claim
 
 
@@ -334,26 +388,50 @@ def test_ladder_fp8_paragraph_numbers() -> None:
 
 def test_tuning_search_space_against_the_recorded_sweeps() -> None:
     """The record command sweeps the tuner's search space (one definition); the recorded files match today's space
-    for Levels 5, 7 and 8 (Level 8 re-recorded with today's filter) and not for Level 9 (recorded before the
-    pipelined kernel); Levels 10 and 11 have no sweep filter, and Level 13 is not in the registry."""
+    for Levels 5, 7, 8 and 9; Levels 10 and 11 have no sweep filter (their space is every valid setting, and the files
+    hold only the settings their pages show), and Level 13 is not in the registry."""
+    import json
+
     from gemm_course.measure import autotune
     from gemm_course.__main__ import record_plan
 
     for lv in ("05_register_blocking", "08_warp_tiling", "09_wmma"):
         sweep = [c for configs, sizes, _ in record_plan([lv]) for c in configs if sizes == [get_level(lv).sweep_size]]
         assert [p for _, p in sweep] == autotune.search_space(lv)
-    cov = {lv: autotune.sweep_coverage(lv) for lv in ("05_register_blocking", "07_vectorized", "08_warp_tiling", "09_wmma")}
+    ids = ("05_register_blocking", "07_vectorized", "08_warp_tiling", "09_wmma", "10_mma_pipeline", "11_hopper_wgmma")
+    cov = {lv: autotune.sweep_coverage(lv) for lv in ids}
     for lv in ("05_register_blocking", "07_vectorized"):
         assert cov[lv]["space"] == cov[lv]["recorded"] == 90 and not cov[lv]["not_recorded"] and not cov[lv]["not_in_space"]
-    c8, c9 = cov["08_warp_tiling"], cov["09_wmma"]
-    assert not c9["not_in_space"] and {p["staging"] for p in c9["not_recorded"]} == {"pipelined"}
+    c8, c9, c10, c11 = (cov[lv] for lv in ids[2:])
+    assert c9["space"] == c9["recorded"] and not c9["not_in_space"] and not c9["not_recorded"]
+    assert {p["staging"] for p in autotune.search_space("09_wmma")} == {"none", "shared", "pipelined"}
+    # "Level 9, the first Tensor Core level ... (the Level 9 page shows it as a heatmap)"
+    assert min(lv.number for lv in levels() if lv.uses_tensor_cores) == 9
+    nb9 = json.loads((REPO / "notebooks" / "09_wmma.ipynb").read_text(encoding="utf-8"))
+    assert any('notebook.sweep("09_wmma"' in "".join(c["source"]) for c in nb9["cells"] if c["cell_type"] == "code")
+    # Levels 10 and 11: no sweep filter, so the space is every valid setting; recorded only what the pages show
     assert get_level("10_mma_pipeline").sweep is None and get_level("11_hopper_wgmma").sweep is None
+    shown = {}
+    for lv, c in (("10_mma_pipeline", c10), ("11_hopper_wgmma", c11)):
+        level = get_level(lv)
+        assert c["space"] == len(level.valid_settings()) and not c["not_in_space"] and c["recorded"] < c["space"] / 4
+        key = lambda p: json.dumps(level.resolve(**p), sort_keys=True)  # noqa: E731
+        missing = {key(p) for p in c["not_recorded"]}
+        recorded = {key(p) for p in autotune.search_space(lv)} - missing
+        shown[lv] = {key(p) for p in level.showcase}
+        assert shown[lv] <= recorded and len(recorded) == c["recorded"]
+        shown[lv] = (len(shown[lv]), len(recorded - shown[lv]))
+    assert shown == {"10_mma_pipeline": (c10["recorded"], 0), "11_hopper_wgmma": (c11["recorded"] - 1, 1)}
     assert "13_fp8_blockscaled" not in {lv.id for lv in levels()}
     text = english("tuning.md")
     for claim in (f"For Levels 5 and 7 that is today's space, setting for setting ({cov['05_register_blocking']['space']} each)",
+                  f"its recorded sweep holds all {c9['space']} settings of its space today",
                   f"of the {c8['space']} settings in today's space, {len(c8['not_recorded'])} are not in the recorded sweep, "
                   f"which holds {c8['recorded']} settings, {len(c8['not_in_space'])} of them outside today's space",
-                  f"Level 9's recorded sweep holds {c9['recorded']} of the {c9['space']} settings of its space today",
-                  "Nothing here tunes the Tensor Core levels or the decode shapes of Level 13 yet"):
+                  "Nothing here tunes Levels 10 and 11 or the decode shapes of Level 13 yet",
+                  f"their search space is every valid setting ({c10['space']} and {c11['space']}) and no run swept it",
+                  f"({c10['recorded']} of Level 10's and {c11['recorded']} of Level 11's, its "
+                  f"{shown['11_hopper_wgmma'][0]} showcase settings and one experiment)"):
         assert claim in text, claim
     assert "every setting of the search space, timed with the same harness" not in text
+    assert "before the pipelined kernel" not in text

@@ -179,17 +179,20 @@ CLOCKS_DIR = RESULTS_DIR / "clocks"  # re-recordings that measured each kernel's
 
 
 def clock_range(level: str, dtype: str, n: int = 4096) -> dict[str, float]:
-    """The SM clocks measured on the SMs (not NVML) for a level's showcase at n³ in the re-recording of
-    clocks/h200_top_rungs_<dtype>_clocks.json: the kernels' lowest and highest, and those of the cuBLAS
-    runs paired with them (MHz). These files sit apart from the shipped timings, which read NVML."""
-    data = load(CLOCKS_DIR / f"h200_top_rungs_{dtype}_clocks.json")
+    """The SM clocks measured on the SMs (not NVML) for a level's showcase at n³ in h200_top_rungs_<dtype>.json:
+    the kernels' lowest and highest, those of the cuBLAS runs paired with them (MHz), and NVML's lowest reading
+    beside them."""
+    name = f"h200_top_rungs_{dtype}.json"
+    data = load(RESULTS_DIR / name)
+    if "clock64" not in data["provenance"].get("method", ""):
+        raise KeyError(f"{name} was recorded without the kernel clock: re-record it (record_h200_clocks.sh 10)")
     rows = [r for r in data["records"] if r["level"] == level and (r["M"], r["N"], r["K"]) == (n, n, n)]
     if not rows:
-        raise KeyError(f"no clock re-recording of {level} in {dtype} at {n}³")
+        raise KeyError(f"no record of {level} in {dtype} at {n}³ in {name}")
     kernel = [r["sm_clock_mhz"] for r in rows]
     paired = [r["cublas_paired_sm_clock_mhz"] for r in rows]
     return {"kernel_min": min(kernel), "kernel_max": max(kernel), "cublas_min": min(paired), "cublas_max": max(paired),
-            "nvml_min": min(r["nvml_sm_clock_mhz"] for r in rows), "file": f"clocks/{Path(data['provenance']['command'].split('--out ')[-1]).name}"}
+            "nvml_min": min(r["nvml_sm_clock_mhz"] for r in rows), "file": name}
 
 
 def in_cycles(record: dict[str, Any]) -> Optional[float]:
@@ -209,12 +212,12 @@ def in_cycles(record: dict[str, Any]) -> Optional[float]:
 
 
 def clocked(level: str, n: int, dtype: str, **params: Any) -> dict[str, Any]:
-    """One showcase setting in the re-recording with measured SM clocks (clocks/h200_top_rungs_<dtype>_clocks.json):
+    """One showcase setting in h200_top_rungs_<dtype>.json (timed with the kernel's own SM clock):
     the record, with "ratio_in_cycles" (in_cycles) added. params as for find; missing ones take the level's
     defaults."""
     from gemm_course.levels import get_level
 
-    r = dict(find(level, n, dtype=dtype, file=f"clocks/h200_top_rungs_{dtype}_clocks.json",
+    r = dict(find(level, n, dtype=dtype, file=f"h200_top_rungs_{dtype}.json",
                   **get_level(level).resolve(**params)))
     r["ratio_in_cycles"] = in_cycles(r)
     return r

@@ -4,6 +4,7 @@
 # own SM clock recorded for kernel and baseline (NVML beside it as nvml_sm_clock_mhz).
 #   stage 1: the clock methods side by side, Level 13 (squares, projections, decode shapes)
 #   stage 2: the showcase of Levels 8-11 at 4096³ and 8192³ (record --showcase-only), one file per input type
+#            (for Levels 9-11 superseded by stage 10, which writes the shipped files themselves)
 #   stage 3: after the kernel-hazard fixes (zeroed accumulators in Level 11 and 13, __syncwarp in Level 10's
 #            TMA path): the GPU tests of those kernels (odd shapes, poisoned C, split-K twice on the same
 #            counters), their compile reports, and a 4096³ timing of each to compare with the recorded run
@@ -24,7 +25,12 @@
 #            and 8192³ (the shipped h200_top_rungs_float32.json)
 #   stage 9: after Level 8's last edit, its counters at 4096³ (every showcase and experiment setting, cuBLAS fp32
 #            in the same run; the README's counters command), the shipped h200_counters_08_warp_tiling.json
-# Usage: gemm_course/results/record_h200_clocks.sh 1|2|3|4|5|6|7|8|9 OUTDIR
+#   stage 10: after the kernel-hazard fixes, the files the chapters of Levels 9-11 quote, with the kernel clock: the
+#            top_rungs showcase at 4096³ and 8192³ in bf16 and fp16, Level 11's experiments, the per-level files (every
+#            recorded size, the sweep, the instruction mixes) and the bf16 and TMA bench files (the README's commands)
+#   stage 11: Nsight Compute counters of Levels 9-11 at 4096³ after the hazard fixes (every showcase and experiment
+#            setting, cuBLAS in the same run; the README's counters command)
+# Usage: gemm_course/results/record_h200_clocks.sh 1|2|3|4|5|6|7|8|9|10|11 OUTDIR
 set -uo pipefail
 stage=${1:?stage 1 or 2}; out=${2:?output folder}
 mkdir -p "$out"
@@ -109,6 +115,33 @@ elif [ "$stage" = 9 ]; then
   timeout 250 $py -m gemm_course counters --record --levels 08_warp_tiling \
       --out "$out/h200_counters_08_warp_tiling.json" 2>&1 | tail -8
   echo "counters: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 10 ]; then
+  SECONDS=0
+  sha256sum gemm_course/kernels/09_*.cu gemm_course/kernels/10_*.cu gemm_course/kernels/11_*.cu
+  for dt in bfloat16 float16; do
+    timeout 150 $py -m gemm_course record --levels 09_wmma 10_mma_pipeline 11_hopper_wgmma --showcase-only \
+        --sizes 4096,8192 --dtype $dt --out "$out/h200_top_rungs_${dt}.json" 2>&1 | tail -32
+    echo "top_rungs $dt: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  done
+  timeout 90 $py -m gemm_course experiments --levels 11_hopper_wgmma --out "$out/h200_experiments_11.json" 2>&1 | tail -12
+  echo "experiments 11: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  for lv in 11_hopper_wgmma 10_mma_pipeline 09_wmma; do
+    timeout 150 $py -m gemm_course record --levels $lv --out "$out/h200_$lv.json" 2>&1 | tail -6
+    echo "record $lv: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  done
+  timeout 60 $py -m gemm_course bench --config 09_wmma --config 10_mma_pipeline:stages=4 --config 10_mma_pipeline:stages=4,BN=256 \
+      --dtype bfloat16 --sizes 4096,8192 --out "$out/h200_09_10_bfloat16.json" 2>&1 | tail -4
+  timeout 60 $py -m gemm_course bench --config 10_mma_pipeline:stages=3,BN=256,copy=tma --sizes 256,512,1024,2048,4096,8192 \
+      --out "$out/h200_10_tma_float16.json" 2>&1 | tail -4
+  timeout 60 $py -m gemm_course bench --config 10_mma_pipeline:stages=2,BN=256,copy=tma --config 10_mma_pipeline:stages=3,BN=256,copy=tma \
+      --config 10_mma_pipeline:stages=4,BN=256,copy=tma --dtype bfloat16 --sizes 1024,2048,4096,8192 \
+      --out "$out/h200_10_tma_bfloat16.json" 2>&1 | tail -4
+  echo "benches: ${SECONDS} s"
+elif [ "$stage" = 11 ]; then
+  SECONDS=0
+  timeout 400 $py -m gemm_course counters --record --levels 11_hopper_wgmma 10_mma_pipeline 09_wmma \
+      --out "$out/h200_counters_09_11.json" 2>&1 | tail -12
+  echo "counters 9-11: exit ${PIPESTATUS[0]}, ${SECONDS} s"
 else
   timeout 170 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
       --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -20
