@@ -159,9 +159,10 @@ def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, 
     return resolved | {"aligned": aligned}
 
 
-def _vector_aligned(lv: Level, X: Any) -> bool:
-    """Whether X starts on a whole vector of a level with a vector path (always true without one)."""
-    return not lv.vector_width or _address(X) % (lv.vector_width * X.itemsize) == 0
+def _vector_aligned(lv: Level, X: Any, address: Optional[int] = None) -> bool:
+    """Whether X starts on a whole vector of a level with a vector path (always true without one). address:
+    X's address where the caller has already read it (reading it builds an object, CuPy and NumPy alike)."""
+    return not lv.vector_width or (_address(X) if address is None else address) % (lv.vector_width * X.itemsize) == 0
 
 
 # --- repeated calls: the prepared launch --------------------------------------------------------------
@@ -234,10 +235,9 @@ def _operand_key(lv: Level, X: Any) -> Optional[tuple]:
     vector path read. None for no array."""
     if X is None:
         return None
-    address = _address(X)  # once: reading an array's address builds an object (CuPy, NumPy alike)
-    vector_aligned = not lv.vector_width or address % (lv.vector_width * X.itemsize) == 0  # as _vector_aligned
+    address = _address(X)  # read once, for both the alignment and the vector path
     return (type(X), X.shape, X.dtype, X.flags.c_contiguous, address % lv.alignment if lv.alignment else 0,
-            vector_aligned)
+            _vector_aligned(lv, X, address))
 
 
 def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilogue: Optional[Epilogue],
