@@ -75,19 +75,25 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 SWEEP_TIMING = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}  # many configurations: shorter runs
+SWEEP_TIMING_FP8 = {"reps": 5, "max_reps": 20, "budget_s": 0.5}  # the same, in fp8.gemm.record_fp8's names
 
 
 def record_plan(level_ids: Optional[list[str]], showcase_only: bool = False,
-                sizes: Optional[list] = None) -> list[tuple[list, list, dict]]:
+                sizes: Optional[list] = None, sweep_only: bool = False) -> list[tuple[list, list, dict]]:
     """(configs, sizes, timing) batches that `record` measures: showcase settings over the default
-    sizes (or `sizes`), then, unless showcase_only, the sweep at the level's sweep size."""
+    sizes (or `sizes`) unless sweep_only, then, unless showcase_only, the sweep (the tuner's search space)
+    at the level's sweep shapes."""
+    from gemm_course.measure.autotune import search_space, sweep_shapes  # one definition for the tuner and record
+
+    if showcase_only and sweep_only:
+        raise ValueError("--showcase-only and --sweep-only exclude each other: give one · "
+                         "--showcase-only 与 --sweep-only 互斥：只给一个")
     plan = []
     for lv in _selected(level_ids):
-        plan.append(([(lv.id, dict(s)) for s in lv.showcase], sizes or [*DEFAULT_SIZES, *lv.record_shapes], {}))
+        if not sweep_only:
+            plan.append(([(lv.id, dict(s)) for s in lv.showcase], sizes or [*DEFAULT_SIZES, *lv.record_shapes], {}))
         if lv.sweep is not None and not showcase_only:
-            from gemm_course.measure.autotune import search_space  # the tuner's search space: one definition for both
-
-            plan.append(([(lv.id, s) for s in search_space(lv)], [lv.sweep_size], SWEEP_TIMING))
+            plan.append(([(lv.id, s) for s in search_space(lv)], sweep_shapes(lv), SWEEP_TIMING))
     return plan
 
 
@@ -99,7 +105,10 @@ def cmd_record(args: argparse.Namespace) -> None:
 
     result = None
     sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
-    for configs, plan_sizes, timing in record_plan(args.levels, args.showcase_only, sizes):
+    if args.sweep_only and sizes:
+        raise ValueError("--sweep-only times each level's sweep shapes (autotune.sweep_shapes): leave out --sizes · "
+                         "--sweep-only 只测各级的扫描形状（autotune.sweep_shapes）：请去掉 --sizes")
+    for configs, plan_sizes, timing in record_plan(args.levels, args.showcase_only, sizes, args.sweep_only):
         level_dtypes = get_level(configs[0][0]).dtypes
         if args.dtype and args.dtype not in level_dtypes:
             print(f"skipping {configs[0][0]}: it takes {', '.join(level_dtypes)}, not {args.dtype}")
@@ -107,7 +116,7 @@ def cmd_record(args: argparse.Namespace) -> None:
         result = bench(configs, plan_sizes, out=args.out, result=result, dtype=args.dtype, **timing)
         if result.get("interrupted"):
             break
-    if result is None or args.showcase_only:
+    if result is None or args.showcase_only or args.sweep_only:
         if result is not None:
             print(f"wrote {len(result['records'])} records to {args.out}")
         return
@@ -201,12 +210,22 @@ def cmd_check(args: argparse.Namespace) -> None:
 def cmd_fp8(args: argparse.Namespace) -> None:
     from gemm_course.fp8 import gemm as fp8_gemm
 
+    if args.sweep_only and not args.record:
+        raise ValueError("--sweep-only goes with --record: python -m gemm_course fp8 --record --sweep-only --out FILE · "
+                         "--sweep-only 须与 --record 一起用")
     if args.record or args.counters or args.accuracy:
         if not args.out:
             raise ValueError("give --out FILE: the result file to write")
         if args.record:
             sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
-            if args.small_m:
+            if args.sweep_only:
+                if sizes or args.small_m:
+                    raise ValueError("--sweep-only times the autotuner's shapes (fp8.gemm.SWEEP_SHAPES): leave out "
+                                     "--sizes and --small-m · --sweep-only 只测调优器的形状（fp8.gemm.SWEEP_SHAPES）："
+                                     "请去掉 --sizes 和 --small-m")
+                fp8_gemm.record_fp8(args.out, fp8_gemm.SWEEP_SHAPES, fp8_gemm.search_space(), bf16_baselines=False,
+                                    **SWEEP_TIMING_FP8)
+            elif args.small_m:
                 fp8_gemm.record_fp8(args.out, sizes or fp8_gemm.SMALL_M_SHAPES, fp8_gemm.SMALL_M_STEPS,
                                     bf16_baselines=False)
             else:
@@ -577,6 +596,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--showcase-only", action="store_true",
                    help="the showcase settings only (no sweep, no fusion table, no disassembly)")
+    p.add_argument("--sweep-only", action="store_true",
+                   help="the autotuner's search space only, at each level's sweep shapes (no showcase, no disassembly)")
     p.add_argument("--sizes", help="square sizes or MxNxK, e.g. 4096,8192 (default: the recorded set of sizes)")
     p.add_argument("--dtype", help="input type, e.g. bfloat16 (default: each level's first)")
     p.set_defaults(func=cmd_record)
@@ -657,6 +678,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--sizes", help="with --record: n or MxNxK, comma-separated (default: squares + projections)")
     p.add_argument("--small-m", action="store_true",
                    help="with --record or --counters: the decode shapes (M = 64, 128) and the steps made for them")
+    p.add_argument("--sweep-only", action="store_true",
+                   help="with --record: the autotuner's search space at its shapes (4096³ and the decode shapes)")
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
 

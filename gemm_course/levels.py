@@ -39,6 +39,14 @@ class Launch:
         return self.block[0] * self.block[1] * self.block[2]
 
 
+# The projection shapes of a published mixture-of-experts model's attention and dense layers (N×K of its
+# weight matrices); at M = 64 or 128 rows (tokens) they are the shapes of decoding, where a 128-row tile
+# of C is half empty or the grid has fewer tiles than the GPU has SMs. Level 11 (bf16) and Level 13 (FP8)
+# are tuned at them.
+PROJECTION_NK = ((2112, 7168), (24576, 1536), (7168, 16384))
+DECODE_SHAPES = tuple((m, n, k) for (n, k) in PROJECTION_NK for m in (64, 128))
+
+
 @dataclass(frozen=True)
 class Level:
     id: str
@@ -59,11 +67,12 @@ class Level:
     setting_min_cc: Callable[[Mapping[str, Any]], int] = field(default=lambda p: 0)
     # What `python -m gemm_course record` measures: these settings (overrides of the defaults) at
     # every recorded size and at the non-square `record_shapes` (M, N, K), and every valid setting
-    # that `sweep` accepts at `sweep_size`.
+    # that `sweep` accepts at `sweep_size`³ and at the `sweep_shapes` (M, N, K) (the autotuner's search space).
     showcase: tuple[Mapping[str, Any], ...] = ({},)
     record_shapes: tuple[tuple[int, int, int], ...] = ()
     sweep: Optional[Callable[[Mapping[str, Any]], bool]] = None
     sweep_size: int = 4096
+    sweep_shapes: tuple[tuple[int, int, int], ...] = ()
     # Settings that exist to separate two causes that change together in the showcase (e.g. Level 3's
     # strided load with conflict-free stores, Level 8 without its grouped block order): timed by
     # `python -m gemm_course experiments` and read by `counters --record`, beside the showcase.
@@ -800,6 +809,19 @@ def _mma_schedule_args(p: Mapping[str, Any]) -> str:
             f"{str(p['mma_order'] == 'serpentine').lower()}")
 
 
+_MMA_SCHEDULE_DEFAULTS = {"copy_issue": "burst", "refill_lag": 1, "ldmatrix_issue": "burst", "mma_order": "rows"}
+
+
+def _mma_sweep(p: Mapping[str, Any]) -> bool:
+    """The autotuner's search space: the first kernel (gemm_mma_pipeline) at every stage count, tile and
+    k-depth; the overlapped kernels (cp.async, cp.async with mbarriers, TMA) with their 128×256 tile and
+    3 or 4 stages (BN = 128 gives them 4 warps, half the SM's schedulers idle), each with the schedule of its
+    k-loop as written or with one of its four schedule options changed (copy_issue, refill_lag,
+    ldmatrix_issue, mma_order), not their combinations: about a fifth of all valid settings."""
+    changed = sum(p[k] != v for k, v in _MMA_SCHEDULE_DEFAULTS.items())
+    return changed <= 1 and (not _mma_overlapped(p) or (p["BN"] == 256 and p["stages"] >= 3))
+
+
 def _mma_kernel_name(p: Mapping[str, Any]) -> str:
     bf16 = str(p.get("bf16", False)).lower()
     if p["copy"] == "tma":
@@ -879,6 +901,7 @@ MMA_PIPELINE = Level(
     uses_tensor_cores=True,
     alignment=16,
     shape_rules=_mma_shape_rules,
+    sweep=_mma_sweep,
     showcase=({"stages": 2}, {"stages": 3}, {"stages": 4}, {"stages": 4, "BN": 256},
               {"stages": 3, "BN": 256, "copy": "tma"},
               # the overlapped kernel, one change at a time (BK alone first, in the first kernel)
@@ -1027,6 +1050,10 @@ HOPPER = Level(
     showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3},
               {"step": 4, "c_type": "input"}, {"step": 5}, {"step": 6}, {"step": 6, "c_type": "input"}),
     experiments=({"step": 5, "arrive_scope": "cluster"},),
+    # The search space: every step, stage count and C type; arrive_scope="cluster" is an experiment (the
+    # chapter times it: a cluster-wide fence on every arrival), not a choice a tuner needs.
+    sweep=lambda p: p["arrive_scope"] == "cta",
+    sweep_shapes=DECODE_SHAPES,
 )
 
 _LEVELS: tuple[Level, ...] = (NAIVE, SMEM_TILING, COALESCING_BANKS, DOUBLE_BUFFERING, REGISTER_BLOCKING,

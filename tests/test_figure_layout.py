@@ -56,9 +56,21 @@ def _check_bottom(fig):
     assert b >= legend_top_px + rows * plots.LEGEND_SIZE * 1.3, "legend rows do not fit in the bottom margin"
 
 
+def _check_axes(fig):
+    """No empty axis title (plotly keeps its standoff and a line of space, which pushed a phone's plot area
+    below 200 px in Chinese); the x axis title's lines fit the plot's width on a narrow screen."""
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert not (axis.title and axis.title.text == ""), "an empty axis title: leave the title out"
+    xtitle = (fig.layout.xaxis.title.text or "") if fig.layout.xaxis.title else ""
+    room = max(NARROW_PX - (fig.layout.margin.l or 80) - (fig.layout.margin.r or 80), 160)
+    for line in _lines(xtitle):
+        assert text_px(line, 14) <= room + 14 or " " not in line.strip(), line
+
+
 def _check(fig):
     _check_top(fig)
     _check_bottom(fig)
+    _check_axes(fig)
 
 
 def test_wrap_keeps_the_halves_apart():
@@ -123,8 +135,9 @@ def test_ladder(monkeypatch):
     lambda: notebook.gap_to_peak(),
     lambda: notebook.multigpu(),
     lambda: notebook.batched(),
+    lambda: notebook.tuned("10_mma_pipeline"),
 ], ids=["performance", "compare", "ffma_ceiling", "mma_sync_ceiling", "counters", "gap_to_peak",
-        "multigpu", "batched"])
+        "multigpu", "batched", "tuned"])
 def test_recorded_figures(monkeypatch, call):
     figs = []
     show_into(monkeypatch, figs.append)

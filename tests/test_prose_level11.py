@@ -648,3 +648,20 @@ def test_level11_cycles_in_the_same_run():
         f"{tail[1024]['stream_k_saving']:.0%}; at 2048³, {tail[2048]['tiles']} tiles on 132 SMs, nothing",
         "a model, with no measurement behind it, and not a step of this chapter",
     ], prose)
+
+
+def test_decode_shapes_sentence_matches_the_tuning_sweep():
+    """'at the four of those shapes with K = 7168 or 16384, step 2's 128×128 tiles number at most 56 for the 132 SMs,
+    step 2 is the fastest setting, and no step reaches two thirds of cuBLAS's speed there' — from the tuner's sweep."""
+    from gemm_course.levels import DECODE_SHAPES
+    from gemm_course.measure import autotune
+
+    shapes = [s for s in DECODE_SHAPES if s[2] in (7168, 16384)]
+    assert len(shapes) == 4 and max(-(-m // 128) * -(-n // 128) for m, n, _ in shapes) == 56
+    for shape in shapes:
+        records = results.sweep_records("11_hopper_wgmma", shape, dtype="bfloat16")
+        assert max(records, key=lambda r: r["tflops"])["params"]["step"] == 2
+        assert max(r["ratio_to_cublas"] for r in records) < 2 / 3
+    assert_prose_says(["step 2's 128×128 tiles number at most 56 for the 132 SMs, step 2 is the fastest setting, "
+                       "and no step reaches two thirds of cuBLAS's speed there"],
+                      _english_prose(Path(__file__).resolve().parents[1] / "notebooks" / "11_hopper_wgmma.ipynb"))

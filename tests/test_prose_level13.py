@@ -513,3 +513,23 @@ def test_live_without_hopper_says_so(monkeypatch, capsys):
     assert fr.live() == []
     out = capsys.readouterr().out
     assert "recorded H200 run" in out and " · " in out and out.count("\n") == 1
+
+
+def test_decode_shapes_sentence_matches_the_tuning_sweep():
+    """'at every decode shape its fastest fine-grained setting is the 64-row kernel, and it passes cuBLASLt at the
+    same four shapes, those with N = 2112 and 7168' — from the tuner's sweep of Level 13."""
+    from gemm_course.levels import DECODE_SHAPES
+    from gemm_course.measure import autotune
+
+    passed = set()
+    for shape in DECODE_SHAPES:
+        best = autotune.recorded_best("13_fp8_blockscaled", shape, scaling="blockwise")
+        assert best["params"].get("block_m") == 64
+        if best["ratio_to_baseline"] >= 1:
+            passed.add(shape)
+    assert passed == {s for s in DECODE_SHAPES if s[1] in (2112, 7168)}
+    prose = _prose("en")
+    assert "its fastest fine-grained setting is the 64-row kernel, and it passes cuBLASLt at the same four shapes, " \
+           "those with N = 2112 and 7168" in prose
+    # the chapter's own recording passes it at the same four ("passes it at four of the six shapes, those with N = 2112 and 7168")
+    assert "passes it at four of the six shapes, those with N = 2112 and 7168" in prose

@@ -387,51 +387,134 @@ def test_ladder_fp8_paragraph_numbers() -> None:
 
 
 def test_tuning_search_space_against_the_recorded_sweeps() -> None:
-    """The record command sweeps the tuner's search space (one definition); the recorded files match today's space
-    for Levels 5, 7, 8 and 9; Levels 10 and 11 have no sweep filter (their space is every valid setting, and the files
-    hold only the settings their pages show), and Level 13 is not in the registry."""
+    """The record command sweeps the tuner's search space at the tuner's shapes (one definition); the recorded
+    files match today's space for Levels 5, 7, 8 and 9, and, at every sweep shape, for Levels 10, 11 and 13."""
     import json
 
     from gemm_course.measure import autotune
     from gemm_course.__main__ import record_plan
 
-    for lv in ("05_register_blocking", "08_warp_tiling", "09_wmma"):
-        sweep = [c for configs, sizes, _ in record_plan([lv]) for c in configs if sizes == [get_level(lv).sweep_size]]
+    for lv in ("05_register_blocking", "08_warp_tiling", "09_wmma", "10_mma_pipeline", "11_hopper_wgmma"):
+        sweep = [c for configs, sizes, _ in record_plan([lv]) for c in configs if sizes == autotune.sweep_shapes(lv)]
         assert [p for _, p in sweep] == autotune.search_space(lv)
-    ids = ("05_register_blocking", "07_vectorized", "08_warp_tiling", "09_wmma", "10_mma_pipeline", "11_hopper_wgmma")
+    ids = ("05_register_blocking", "07_vectorized", "08_warp_tiling", "09_wmma")
     cov = {lv: autotune.sweep_coverage(lv) for lv in ids}
     for lv in ("05_register_blocking", "07_vectorized"):
         assert cov[lv]["space"] == cov[lv]["recorded"] == 90 and not cov[lv]["not_recorded"] and not cov[lv]["not_in_space"]
-    c8, c9, c10, c11 = (cov[lv] for lv in ids[2:])
+    c8, c9 = cov["08_warp_tiling"], cov["09_wmma"]
     assert c9["space"] == c9["recorded"] and not c9["not_in_space"] and not c9["not_recorded"]
     assert {p["staging"] for p in autotune.search_space("09_wmma")} == {"none", "shared", "pipelined"}
     # "Level 9, the first Tensor Core level ... (the Level 9 page shows it as a heatmap)"
     assert min(lv.number for lv in levels() if lv.uses_tensor_cores) == 9
     nb9 = json.loads((REPO / "notebooks" / "09_wmma.ipynb").read_text(encoding="utf-8"))
     assert any('notebook.sweep("09_wmma"' in "".join(c["source"]) for c in nb9["cells"] if c["cell_type"] == "code")
-    # Levels 10 and 11: no sweep filter, so the space is every valid setting; recorded only what the pages show
-    assert get_level("10_mma_pipeline").sweep is None and get_level("11_hopper_wgmma").sweep is None
-    shown = {}
-    for lv, c in (("10_mma_pipeline", c10), ("11_hopper_wgmma", c11)):
-        level = get_level(lv)
-        assert c["space"] == len(level.valid_settings()) and not c["not_in_space"] and c["recorded"] < c["space"] / 4
-        key = lambda p: json.dumps(level.resolve(**p), sort_keys=True)  # noqa: E731
-        missing = {key(p) for p in c["not_recorded"]}
-        recorded = {key(p) for p in autotune.search_space(lv)} - missing
-        shown[lv] = {key(p) for p in level.showcase}
-        assert shown[lv] <= recorded and len(recorded) == c["recorded"]
-        shown[lv] = (len(shown[lv]), len(recorded - shown[lv]))
-    assert shown == {"10_mma_pipeline": (c10["recorded"], 0), "11_hopper_wgmma": (c11["recorded"] - 1, 1)}
-    assert "13_fp8_blockscaled" not in {lv.id for lv in levels()}
+    # Levels 10, 11, 13: every setting of today's space recorded at every sweep shape, nothing outside it
+    for lv in ("10_mma_pipeline", "11_hopper_wgmma", "13_fp8_blockscaled"):
+        for shape in autotune.sweep_shapes(lv):
+            c = autotune.sweep_coverage(lv, shape)
+            assert c["space"] == c["recorded"] > 0 and not c["not_recorded"] and not c["not_in_space"], (lv, shape)
+            # one dedicated run per level: the records come from the --sweep-only files
+            files = {r["file"] for r in results.sweep_records(c["level"], shape,
+                                                             dtype="float8_e4m3" if lv.startswith("13") else None)
+                     if r["level"] == c["level"]}
+            assert len(files) == 1 and next(iter(files)).startswith("h200_tuning_"), (lv, shape, files)
+    assert autotune.sweep_shapes("10_mma_pipeline") == [(4096, 4096, 4096)]
+    assert len(autotune.sweep_shapes("11_hopper_wgmma")) == len(autotune.sweep_shapes("13_fp8_blockscaled")) == 7
+    l10, l11 = get_level("10_mma_pipeline"), get_level("11_hopper_wgmma")
+    assert {p.get("arrive_scope", "cta") for p in autotune.search_space(l11)} == {"cta"}
+    assert {l11.resolve(**p)["arrive_scope"] for p in l11.valid_settings()} == {"cta", "cluster"}
+    space13 = autotune.search_space("13_fp8_blockscaled")
+    assert {p.get("block_m", 128) for p in space13 if p["scaling"] == "blockwise"} == {64, 128}
+    assert {p["splits"] for p in space13 if p["scaling"] == "blockwise"} == {1, "auto"}
     text = english("tuning.md")
     for claim in (f"For Levels 5 and 7 that is today's space, setting for setting ({cov['05_register_blocking']['space']} each)",
                   f"its recorded sweep holds all {c9['space']} settings of its space today",
                   f"of the {c8['space']} settings in today's space, {len(c8['not_recorded'])} are not in the recorded sweep, "
                   f"which holds {c8['recorded']} settings, {len(c8['not_in_space'])} of them outside today's space",
-                  "Nothing here tunes Levels 10 and 11 or the decode shapes of Level 13 yet",
-                  f"their search space is every valid setting ({c10['space']} and {c11['space']}) and no run swept it",
-                  f"({c10['recorded']} of Level 10's and {c11['recorded']} of Level 11's, its "
-                  f"{shown['11_hopper_wgmma'][0]} showcase settings and one experiment)"):
+                  f"Level 10's holds {len(autotune.search_space(l10))} of its {len(l10.valid_settings())} valid settings",
+                  f"Level 11's holds {len(autotune.search_space(l11))} of its {len(l11.valid_settings())}",
+                  f"Level 13's holds {len(space13)} (both FP8 kernels at every ring depth that fits",
+                  "At every one of those shapes `autotune.sweep_coverage` finds each setting of today's space in the "
+                  "recorded sweep, and none outside it"):
         assert claim in text, claim
+    assert "Nothing here tunes" not in text
     assert "every setting of the search space, timed with the same harness" not in text
     assert "before the pipelined kernel" not in text
+
+
+def test_tuning_tensor_core_levels_and_decode_shapes() -> None:
+    """The tuning page's section on Levels 10, 11 and 13 at 4096³ and the decode shapes: every number recomputed
+    from the dedicated sweep files (autotune.tuned_rows), every verdict checked against them."""
+    from gemm_course.levels import DECODE_SHAPES
+
+    text = english("tuning.md")
+    r10, = autotune.tuned_rows("10_mma_pipeline")
+    b10 = r10["best"]["params"]
+    assert (b10["copy"], b10["stages"], b10["BN"], b10["frag_buffers"]) == ("tma", 2, 256, 1)  # the plain TMA kernel
+    top8 = sorted(results.sweep_records("10_mma_pipeline", 4096, dtype="float16"), key=lambda r: -r["tflops"])[:8]
+    assert {r["params"]["copy"] for r in top8} == {"tma"}
+    assert get_level("10_mma_pipeline").resolve()["copy"] != "tma"
+    rows11 = autotune.tuned_rows("11_hopper_wgmma")
+    at = lambda rows, shape, **g: next(r for r in rows if r["shape"] == shape and r["group"] == g)  # noqa: E731
+    sq = (4096, 4096, 4096)
+    f32, bf = at(rows11, sq, c_type="float32"), at(rows11, sq, c_type="input")
+    assert f32["gain"] == 1.0 and f32["best"]["params"]["step"] == get_level("11_hopper_wgmma").defaults["step"]
+    assert (bf["best"]["params"]["step"], bf["best"]["params"]["stages"]) == (5, 4)
+    long_k = [r for r in rows11 if r["shape"] in DECODE_SHAPES and r["shape"][2] in (7168, 16384)]
+    wide = [r for r in rows11 if r["shape"] in DECODE_SHAPES and r["shape"][1] == 24576]
+    assert len(long_k) == 8 and len(wide) == 4
+    assert {(r["best"]["params"]["step"], r["best"]["params"]["stages"]) for r in long_k} == {(2, 4)}
+    # the model's tile counts at M = 64, N = 2112 (step 4: 128×256 tiles; step 2: 128×128), and at N = 24576
+    assert -(-64 // 128) * -(-2112 // 256) == 9 and -(-2112 // 128) == 17 and 24576 // 256 == 96
+    rows13 = autotune.tuned_rows("13_fp8_blockscaled")
+    fine = [r for r in rows13 if r["group"] == {"scaling": "blockwise"} and r["shape"] in DECODE_SHAPES]
+    passed = [r for r in fine if r["best_ratio"] >= 1]
+    behind = {r["shape"]: r for r in fine if r["best_ratio"] < 1}
+    assert len(passed) == 4 and set(behind) == {(64, 24576, 1536), (128, 24576, 1536)}
+    assert all(r["best"]["params"].get("block_m") == 64 for r in passed)
+    assert sum(r["best"]["params"]["splits"] > 1 for r in passed) == 3
+    sq13 = at(rows13, sq, scaling="blockwise")
+    assert sq13["gain"] == 1.0
+    depth = [r for r in results.sweep_records("13_fp8_blockscaled", (64, 2112, 7168), dtype="float8_e4m3")
+             if r["params"].get("block_m") == 64 and r["params"]["splits"] == 4 and 4 <= r["params"]["stages"] <= 9]
+    assert len(depth) == 6
+    per = [r for r in rows13 if r["group"] == {"scaling": "per_tensor"} and r["shape"] in DECODE_SHAPES]
+    assert sum(r["best"]["params"]["block_n"] == 128 for r in per) == 5
+    same = lambda rows: next(r for r in rows if r["level"] == "13_fp8_blockscaled" and r["M"] == 64 and r["N"] == 2112  # noqa: E731
+                             and r["params"].get("block_m") == 64 and r["params"].get("splits") == 4
+                             and r["params"]["stages"] == 9)
+    from gemm_course.fp8 import report as fp8_report
+
+    chapter = same(fp8_report.small_m_run()["records"])
+    tuned = same(results.sweep_records("13_fp8_blockscaled", (64, 2112, 7168), dtype="float8_e4m3"))
+    rng = lambda xs, f=lambda v: f"{v:.1%}": f"{f(min(xs))} to {f(max(xs))}"  # noqa: E731
+    reps = {r["reps"] for shape in autotune.sweep_shapes("13_fp8_blockscaled")
+            for r in results.sweep_records("13_fp8_blockscaled", shape, dtype="float8_e4m3")}
+    reps |= {r["reps"] for shape in autotune.sweep_shapes("11_hopper_wgmma")
+             for r in results.sweep_records("11_hopper_wgmma", shape, dtype="bfloat16")}
+    reps |= {r["reps"] for r in results.sweep_records("10_mma_pipeline", 4096, dtype="float16")}
+    assert reps == {20}
+    for claim in (
+            f"the fastest of its {r10['settings']} settings is the plain TMA kernel with 2 stages and 128×256 tiles, "
+            f"{r10['best']['tflops']:.1f} TFLOPS ({r10['best_ratio']:.1%} of cuBLAS, {r10['best_cycles']:.1%} in cycles), "
+            f"{r10['gain'] - 1:.1%} faster than its default",
+            f"Its eight fastest settings all copy with TMA and lie within {top8[0]['tflops'] / top8[-1]['tflops'] - 1:.1%} "
+            "of each other, too close for 20 repetitions each to rank them",
+            f"the fastest setting with fp32 C, {f32['best']['tflops']:.1f} TFLOPS ({f32['best_ratio']:.1%} of cuBLAS)",
+            f"the fastest, step 5 with 4 stages, is {bf['gain'] - 1:.1%} ahead of the default",
+            f"{rng([r['gain'] - 1 for r in long_k])} faster than the default, yet only "
+            f"{rng([r['best_ratio'] for r in long_k])} of cuBLAS",
+            "step 4's 128×256 tiles number 9, so 9 of the 132 SMs have work, and step 2's 128×128 tiles number 17",
+            f"(96 or more tiles) the fastest reaches {rng([r['best_ratio'] for r in wide])} of cuBLAS",
+            f"at four of the six decode shapes, from {rng([r['best_ratio'] for r in passed])}",
+            f"reaches {rng([r['default_ratio'] for r in passed])} at those shapes, so tuning adds "
+            f"{rng([r['gain'] - 1 for r in passed])}",
+            f"lies within {max(r['tflops'] for r in depth) / min(r['tflops'] for r in depth) - 1:.1%} from 4 to 9 stages",
+            f"64×24576×1536 ({behind[(64, 24576, 1536)]['best_ratio']:.1%}) and 128×24576×1536 "
+            f"({behind[(128, 24576, 1536)]['best_ratio']:.1%}), nor at 4096³, where the default is already the fastest "
+            f"({sq13['best_ratio']:.1%})",
+            f"reaches {rng([r['best_ratio'] for r in per])} at the decode shapes and "
+            f"{at(rows13, sq, scaling='per_tensor')['best_ratio']:.1%} at 4096³",
+            f"up to {max(r['gain'] for r in per) - 1:.1%} faster there than the default 256-column tile",
+            f"ran at {tuned['tflops']:.1f} TFLOPS here and {chapter['tflops']:.1f} TFLOPS in Level 13's decode-shape recording"):
+        assert claim in text, claim

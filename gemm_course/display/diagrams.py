@@ -325,7 +325,7 @@ def memory_hierarchy_figure(provenance: Optional[Mapping[str, Any]] = None) -> g
     ticks = [10 ** e for e in range(6, 13)]
     fig.update_xaxes(type="log", range=[6, math.log10(3 * levels[-1][1])], tickvals=ticks,
                      ticktext=["1 MB", "10 MB", "100 MB", "1 GB", "10 GB", "100 GB", "1 TB"], title="capacity on the whole GPU (bytes, log scale from 1 MB) · 全 GPU 容量（字节，对数坐标，从 1 MB 起）")
-    fig.update_yaxes(autorange="reversed", title="")
+    fig.update_yaxes(autorange="reversed", title=None)  # no empty title: it would keep a line of space a phone needs
     from gemm_course.display.plots import fit_top
 
     fig = _base_layout(fig, "The memory hierarchy · 存储层次", 380)
@@ -711,7 +711,7 @@ def launch_map_figure(rows: int = 1, cols: int = 10, block_x: int = 4, block_y: 
         align="left", font=dict(size=11, color="#444"))
     fig.update_xaxes(title=("element i · 元素 i" if one_d else "column · 列"), range=[-0.5, width - 0.5],
                      showgrid=False, zeroline=False, dtick=1 if width <= 24 else None, constrain="domain")
-    fig.update_yaxes(title="" if one_d else "row · 行", autorange="reversed", scaleanchor="x", scaleratio=1,
+    fig.update_yaxes(title=None if one_d else "row · 行", autorange="reversed", scaleanchor="x", scaleratio=1,
                      showgrid=False, zeroline=False, visible=not one_d)
     title = ("A 1-D launch · 一维启动" if one_d else "A 2-D launch · 二维启动")
     fig = _base_layout(fig, title, 220 if one_d else 180 + 34 * height)

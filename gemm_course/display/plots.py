@@ -347,7 +347,7 @@ def fit_bottom(fig: go.Figure, plot_height: Optional[int] = None) -> go.Figure:
     ticks, angle = _ticks(fig)
     xtitle = (fig.layout.xaxis.title.text or "") if fig.layout.xaxis.title else ""
     if xtitle:  # the axis title, too, wrapped to the plot's width on a narrow screen
-        xtitle = wrap(xtitle, max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 240), 14)
+        xtitle = wrap(xtitle, max(NARROW_PX - _margin(fig, "l") - _margin(fig, "r"), 160), 14)
         fig.layout.xaxis.title.text = xtitle
     below_axis = ticks + (n_lines(xtitle) * 14 * 1.3 + 10 if xtitle else 0) + 8
     for trace in fig.data:  # a legend entry wider than a phone wraps (one language a line)
@@ -368,7 +368,9 @@ def fit_bottom(fig: go.Figure, plot_height: Optional[int] = None) -> go.Figure:
 
 def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, *, plot_height: int = 340,
             subtitle: Optional[str] = None, **kw: Any) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, template="plotly_white",
+    # an empty axis title would still keep its standoff and a line of space beside the axis (about 25 px a
+    # phone's plot cannot spare): no title at all instead
+    fig.update_layout(title=title, xaxis_title=xtitle or None, yaxis_title=ytitle or None, template="plotly_white",
                       height=460, margin=dict(l=_margin(fig, "l", 60), r=_margin(fig, "r", 20), t=60, b=40), **kw)
     fit_left(fig)  # wrapped bar labels need rows tall enough to keep apart
     plot_height = max(plot_height, getattr(fig, "_gemm_min_plot_height", 0))
@@ -625,3 +627,29 @@ def counters_figure(shown: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], ti
                   plot_height=max(220, 26 * sum(len(r) for _, r in shown)), subtitle=subtitle or None)
     fig.update_xaxes(type="log")
     return fig
+
+
+def tuned_figure(rows: Sequence[Mapping[str, Any]], group_names: Mapping[str, str], baseline: str,
+                 title: str = "", subtitle: str = "") -> go.Figure:
+    """Per shape, the sweep's fastest setting as a bar and the default setting as a marker, each as a fraction of
+    the baseline timed beside it (1.0: as fast); one colour per group (the value of the output parameter). A row's
+    best_label, where given, names the fastest setting in its bar's hover text."""
+    labels = [size_label({"M": s[0], "N": s[1], "K": s[2]}) for s in dict.fromkeys(r["shape"] for r in rows)]
+    fig = go.Figure()
+    for i, (key, name) in enumerate(group_names.items()):
+        mine = {size_label({"M": r["shape"][0], "N": r["shape"][1], "K": r["shape"][2]}): r
+                for r in rows if json.dumps(r["group"], sort_keys=True) == key}
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_bar(x=labels, y=[mine[x]["best_ratio"] if x in mine else None for x in labels], marker_color=color,
+                    offsetgroup=str(i),
+                    name=f"{pick(name, 'en')}: tuned · {pick(name, 'zh')}：调优后",
+                    hovertext=[mine[x].get("best_label", "") if x in mine else "" for x in labels])
+        fig.add_scatter(x=labels, y=[mine[x]["default_ratio"] if x in mine else None for x in labels], mode="markers",
+                        offsetgroup=str(i),
+                        name=f"{pick(name, 'en')}: default · {pick(name, 'zh')}：默认设置",
+                        marker=dict(color=color, symbol="line-ew-open", size=26, line=dict(width=3)))
+    fig.add_hline(y=1.0, line=dict(color=CUBLAS_COLOR, dash="dash", width=1.5),
+                  annotation_text=baseline, annotation_position="top left")
+    fig.update_layout(barmode="group", scattermode="group")  # each default marker above its own group's bar
+    fig.update_yaxes(tickformat=".0%")
+    return _layout(fig, title, "M×N×K", "of the baseline's speed (time) · 相对基线的速度（按时间）", subtitle=subtitle or None)

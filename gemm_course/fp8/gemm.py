@@ -31,6 +31,7 @@ import numpy as np
 from gemm_course import device
 from gemm_course.measure.bench import CLOCK_METHOD
 from gemm_course.fp8.formats import SCALE_BLOCK, _array_module, _bilingual
+from gemm_course.levels import DECODE_SHAPES, PROJECTION_NK
 
 KERNEL_FILE = "13_fp8_blockscaled.cu"
 LEVEL_ID = "13_fp8_blockscaled"  # the id its records carry in result files (FP8 is not in the Level registry:
@@ -616,8 +617,7 @@ def _quantize_per_tensor(x: Any) -> tuple[Any, np.float32]:
 SizeLike = Union[int, Sequence[int]]
 
 # The projection shapes of a published mixture-of-experts model's attention and dense layers (N×K of
-# its weight matrices), each at a decode-sized M (64, 128 tokens) and a prefill-sized one (4096).
-PROJECTION_NK = ((2112, 7168), (24576, 1536), (7168, 16384))
+# its weight matrices, levels.PROJECTION_NK), each at a decode-sized M (64, 128 tokens) and a prefill-sized one (4096).
 PROJECTION_M = (64, 128, 4096)
 SQUARES = (4096, 8192)
 
@@ -633,7 +633,7 @@ STEPS: tuple[dict[str, Any], ...] = (
 
 # Decode shapes (M = 64, 128 tokens): the 64-row kernel beside the 128-row one and the per-tensor kernel
 # with 128×128 tiles (the fastest of the first run at these shapes), each with cuBLASLt in the same run.
-SMALL_M_SHAPES = tuple((m, n, k) for (n, k) in PROJECTION_NK for m in (64, 128))
+SMALL_M_SHAPES = DECODE_SHAPES
 SMALL_M_STEPS: tuple[dict[str, Any], ...] = (
     {"scaling": "per_tensor", "block_n": 128},
     {"scaling": "blockwise", "overlap": True, "splits": 1},
@@ -641,6 +641,36 @@ SMALL_M_STEPS: tuple[dict[str, Any], ...] = (
     {"scaling": "blockwise", "block_m": 64, "splits": 1},
     {"scaling": "blockwise", "block_m": 64, "splits": "auto"},
 )
+
+# The autotuner's shapes for Level 13: the square it sweeps the other levels at, and the decode shapes.
+SWEEP_SHAPES = ((4096, 4096, 4096),) + DECODE_SHAPES
+
+
+def search_space() -> list[dict[str, Any]]:
+    """The settings the autotuner tries for Level 13 (`fp8 --record --sweep-only` times the same list): the
+    per-tensor kernel with both tile widths, the blockwise kernel with 128-row and 64-row tiles, each at every
+    ring depth that fits in shared memory; the blockwise ones without split-K and with the model's split-K
+    ("auto", timed only at shapes where it does split). Promotion waited for (overlap=False) is a step the
+    chapter measures, not a choice a tuner needs."""
+    space: list[dict[str, Any]] = []
+    for bn in BLOCK_N_CHOICES["per_tensor"]:
+        space += [{"scaling": "per_tensor", "block_n": bn, "stages": st} for st in stage_choices("per_tensor", bn)]
+    for bm in BLOCK_M_CHOICES["blockwise"]:
+        rows = {} if bm == BM else {"block_m": bm}
+        space += [{"scaling": "blockwise", **rows, "stages": st, "splits": splits}
+                  for st in stage_choices("blockwise", block_m=bm) for splits in (1, "auto")]
+    return space
+
+
+def resolved_setting(setting: dict[str, Any], M: int, N: int, K: int, sm_count: int = 132) -> dict[str, Any]:
+    """A setting of search_space() as the params its record carries at one shape (split-K resolved)."""
+    opts = {k: v for k, v in setting.items() if k != "scaling"}
+    scaling = setting["scaling"]
+    splits = (resolve_splits(opts.get("splits", "auto"), M, N, K, sm_count, opts.get("block_m"))
+              if scaling == "blockwise" else None)
+    return setting_params(scaling, stages=opts.get("stages"), block_n=opts.get("block_n"),
+                          overlap=opts.get("overlap", True), splits=splits, block_m=opts.get("block_m"))
+
 
 FP8_METHOD = ("CUDA events around each launch (bench.time_gpu): 1 untimed call and {settle_s} s of untimed launches "
               "to settle the clock, then at least {reps} timed repetitions (at most {max_reps}, within {budget_s} s), "
@@ -743,7 +773,7 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             base = runs[name]
             paired = time_gpu(base, **timing) if base else None
             t = time_gpu(launch, **timing)
-            params = setting_params(scaling, stages=None, block_n=opts.get("block_n"),
+            params = setting_params(scaling, stages=opts.get("stages"), block_n=opts.get("block_n"),
                                     overlap=opts.get("overlap", True), splits=splits, block_m=opts.get("block_m"))
             row = {"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K, **asdict(t),
                    "tflops": flops / (t.median_ms * 1e-3) / 1e12, "max_error_ratio": ratio, "passed": ratio <= 1}

@@ -2,47 +2,99 @@
 
 It skips, before timing anything, configurations that the compile report says cannot fit an SM or
 spill registers; checks each survivor once for correctness; then times it with the one harness
-(bench.time_gpu, L2 flushed, median). Without a GPU, `recorded_best` answers from the H200 sweep.
+(bench.time_gpu, L2 flushed, median). Level 13 (FP8, outside the level registry) goes through its own
+record path, which pairs each setting with its cuBLASLt baseline. Without a GPU, `recorded_best` answers
+from the H200 sweeps, at the sweep size and, for Levels 11 and 13, at the decode shapes.
 """
 from __future__ import annotations
 
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from gemm_course import device
 from gemm_course.measure import results
+from gemm_course.measure.results import FP8_LEVEL
 from gemm_course.levels import Level, get_level
 
 
+Shape = tuple[int, int, int]
+
+
+def _is_fp8(level: str | int | Level) -> bool:
+    """Level 13 runs outside the level registry (its B is N×K and it takes scales): the tuner knows it by id."""
+    return level in (FP8_LEVEL, 13, "13", "13_fp8")
+
+
+def _shape(size: int | Sequence[int]) -> Shape:
+    return (size, size, size) if isinstance(size, int) else tuple(int(v) for v in size)  # type: ignore[return-value]
+
+
 def search_space(level: str | int | Level) -> list[dict[str, Any]]:
-    """The configurations the tuner tries: the level's sweep filter over its valid settings. The `record`
-    command sweeps the same list (__main__.record_plan calls this), so a sweep recorded today covers it."""
+    """The configurations the tuner tries: the level's sweep filter over its valid settings (Level 13:
+    fp8.gemm.search_space). The `record` command sweeps the same list (__main__.record_plan calls this), so a
+    sweep recorded today covers it."""
+    if _is_fp8(level):
+        from gemm_course.fp8 import gemm as fp8_gemm
+
+        return fp8_gemm.search_space()
     lv = get_level(level)
     keep = lv.sweep or (lambda p: True)
     return [s for s in lv.valid_settings() if keep(s)]
 
 
-def sweep_coverage(level: str | int | Level) -> dict[str, Any]:
-    """Today's search space beside the recorded sweep at the level's sweep size (both with every parameter
-    filled in): how many settings each holds, and those only one of them holds. A recorded file was swept
-    with the search space of its day; where the level's parameters or sweep filter changed since, they differ."""
+def sweep_shapes(level: str | int | Level) -> list[Shape]:
+    """The shapes a level's sweep times: its sweep size cubed, then its extra sweep shapes (the decode shapes
+    for Levels 11 and 13)."""
+    if _is_fp8(level):
+        from gemm_course.fp8 import gemm as fp8_gemm
+
+        return list(fp8_gemm.SWEEP_SHAPES)
+    lv = get_level(level)
+    return [_shape(lv.sweep_size), *lv.sweep_shapes]
+
+
+def _keyed_space(level: str | int | Level, shape: Shape) -> tuple[str, Callable[[dict[str, Any]], str], dict[str, Any]]:
+    """(level id, a key that names a setting as its record does, today's space keyed by it) at one shape."""
     import json
 
+    if _is_fp8(level):
+        from gemm_course.fp8 import gemm as fp8_gemm
+
+        key = lambda p: json.dumps(p, sort_keys=True)  # noqa: E731  (records carry resolved FP8 settings)
+        return FP8_LEVEL, key, {key(fp8_gemm.resolved_setting(p, *shape)): p for p in search_space(level)}
     lv = get_level(level)
-    key = lambda p: json.dumps(lv.resolve(**p), sort_keys=True)  # noqa: E731
-    space = {key(p): p for p in search_space(lv)}
     names = {q.name for q in lv.params}
-    recorded = {key({k: v for k, v in r["params"].items() if k in names}): r["params"]
-                for r in results.sweep_records(lv.id, lv.sweep_size, dtype=lv.dtypes[0])}
-    return {"level": lv.id, "space": len(space), "recorded": len(recorded),
+    key = lambda p: json.dumps(lv.resolve(**{k: v for k, v in p.items() if k in names}), sort_keys=True)  # noqa: E731
+    return lv.id, key, {key(p): p for p in search_space(lv)}
+
+
+def sweep_coverage(level: str | int | Level, size: Optional[int | Sequence[int]] = None) -> dict[str, Any]:
+    """Today's search space beside the recorded sweep at one shape (default: the level's first sweep shape),
+    both with every parameter filled in: how many settings each holds, and those only one of them holds. A
+    recorded file was swept with the search space of its day; where the level's parameters or sweep filter
+    changed since, they differ. Level 13's split-K "auto" is resolved at the shape (it may equal splits=1)."""
+    shape = _shape(size) if size is not None else sweep_shapes(level)[0]
+    level_id, key, space = _keyed_space(level, shape)
+    dtype = fp8_dtype() if level_id == FP8_LEVEL else get_level(level_id).dtypes[0]
+    recorded = {key(r["params"]): r["params"] for r in results.sweep_records(level_id, shape, dtype=dtype)}
+    return {"level": level_id, "shape": shape, "space": len(space), "recorded": len(recorded),
             "not_recorded": [space[k] for k in space.keys() - recorded.keys()],
             "not_in_space": [recorded[k] for k in recorded.keys() - space.keys()]}
+
+
+def fp8_dtype() -> str:
+    from gemm_course.fp8 import gemm as fp8_gemm
+
+    return fp8_gemm.DTYPE
 
 
 def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int]],
              configs: Optional[list[dict[str, Any]]] = None, progress: Callable[[str], None] = print,
              budget_s: float = 0.3, max_reps: int = 20) -> dict[str, Any]:
     """Time every configuration at every size on this GPU; return all timings and the best per size."""
+    device.require_gpu("autotuning")
+    if _is_fp8(level):
+        return _autotune_fp8([_shape(s) for s in sizes], configs, progress, budget_s, max_reps)
     import cupy
 
     from gemm_course.measure.bench import time_gpu
@@ -53,7 +105,6 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
     from gemm_course.models import gemm_flops
 
     lv = get_level(level)
-    device.require_gpu("autotuning")
     candidates = []
     for p in configs or search_space(lv):
         report = compile_report(lv, **p)
@@ -65,7 +116,7 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
     best: dict[str, dict[str, Any]] = {}
     try:
         for size in sizes:
-            M, N, K = (size, size, size) if isinstance(size, int) else size
+            M, N, K = _shape(size)
             A, B = random_operands(M, N, K, lv.dtypes[0])
             reference = to_float64(A) @ to_float64(B)
             for i, p in enumerate(candidates):
@@ -88,15 +139,83 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
     return {"level": lv.id, "gpu": device.gpu_name(), "table": table, "best": best}
 
 
-def recorded_best(level: str | int | Level, size: Optional[int] = None) -> dict[str, Any]:
-    """The fastest recorded configuration of a level at a size (default: its sweep size), among the
-    runs that swept its settings."""
-    lv = get_level(level)
-    n = size or lv.sweep_size
-    rows = results.sweep_records(lv.id, n, dtype=lv.dtypes[0])
+def _autotune_fp8(shapes: list[Shape], configs: Optional[list[dict[str, Any]]], progress: Callable[[str], None],
+                  budget_s: float, max_reps: int) -> dict[str, Any]:
+    """Level 13 through its own record path (the same harness; each setting checked, then timed with its
+    cuBLASLt baseline right before it); the best passing setting per shape."""
+    from gemm_course.fp8 import gemm as fp8_gemm
+
+    result: dict[str, Any] = {"records": []}
+    try:
+        result = fp8_gemm.record_fp8(None, shapes, configs or fp8_gemm.search_space(), reps=5, max_reps=max_reps,
+                                     budget_s=budget_s, bf16_baselines=False, progress=progress)
+    except KeyboardInterrupt:
+        progress("interrupted")
+    table = [r for r in result["records"] if r["level"] == FP8_LEVEL and r["passed"]]
+    best: dict[str, dict[str, Any]] = {}
+    for row in table:
+        key = f"{row['M']}x{row['N']}x{row['K']}"
+        if key not in best or row["tflops"] > best[key]["tflops"]:
+            best[key] = row
+    return {"level": FP8_LEVEL, "gpu": device.gpu_name(), "table": table, "best": best}
+
+
+# The parameter that changes what a setting computes rather than how fast: C's type (Level 11), the scaling of
+# the FP8 inputs (Level 13). The tuner compares settings with the same value only, each against the baseline
+# that computes the same thing (cuBLAS writes bf16 C; cuBLASLt's block-scaled or per-tensor FP8 GEMM).
+OUTPUT_PARAM = {"11_hopper_wgmma": "c_type", FP8_LEVEL: "scaling"}
+
+
+def _sweep_rows(level: str | int | Level, shape: Shape) -> tuple[str, list[dict[str, Any]]]:
+    level_id = FP8_LEVEL if _is_fp8(level) else get_level(level).id
+    dtype = fp8_dtype() if level_id == FP8_LEVEL else get_level(level_id).dtypes[0]
+    return level_id, [r for r in results.sweep_records(level_id, shape, dtype=dtype) if r.get("passed", True)]
+
+
+def recorded_best(level: str | int | Level, size: Optional[int | Sequence[int]] = None, **fixed: Any) -> dict[str, Any]:
+    """The fastest recorded configuration of a level at a shape (n for n³ or (M, N, K); default: its first
+    sweep shape), among the runs that swept its settings; fixed: only settings with these values (e.g.
+    c_type="input", scaling="blockwise")."""
+    shape = _shape(size) if size is not None else sweep_shapes(level)[0]
+    level_id, rows = _sweep_rows(level, shape)
+    rows = [r for r in rows if all(r["params"].get(k) == v for k, v in fixed.items())]
     if not rows:
-        raise KeyError(f"no recorded sweep of {lv.id} at {n}³")
+        raise KeyError(f"no recorded sweep of {level_id} {fixed or ''} at {'×'.join(map(str, shape))}")
     return max(rows, key=lambda r: r["tflops"])
+
+
+def _default_setting(level_id: str, shape: Shape, group: dict[str, Any]) -> dict[str, Any]:
+    """The setting a call gets without options (with the output parameter's value fixed), as its record names it."""
+    if level_id == FP8_LEVEL:
+        from gemm_course.fp8 import gemm as fp8_gemm
+
+        return fp8_gemm.resolved_setting({**group, "splits": "auto"}, *shape)
+    return get_level(level_id).resolve(**group)
+
+
+def tuned_rows(level: str | int | Level) -> list[dict[str, Any]]:
+    """Per sweep shape (and per value of the level's output parameter): the fastest recorded setting of the
+    sweep, its TFLOPS and ratio to the baseline timed beside it (in time and in cycles), and the same for
+    the default setting in the same sweep (None where the sweep lacks it)."""
+    level_id = FP8_LEVEL if _is_fp8(level) else get_level(level).id
+    output = OUTPUT_PARAM.get(level_id)
+    rows = []
+    for shape in sweep_shapes(level_id):
+        _, records = _sweep_rows(level_id, shape)
+        for value in sorted({r["params"].get(output) for r in records}, key=str) if output else [None]:
+            group = {output: value} if output else {}
+            mine = [r for r in records if all(r["params"].get(k) == v for k, v in group.items())]
+            if not mine:
+                continue
+            best = max(mine, key=lambda r: r["tflops"])
+            wanted = _default_setting(level_id, shape, group)
+            default = next((r for r in mine if r["params"] == wanted), None)
+            rows.append({"level": level_id, "shape": shape, "group": group, "settings": len(mine),
+                         "best": best, "best_ratio": best.get("ratio_to_cublas"), "best_cycles": results.in_cycles(best),
+                         "default": default, "default_ratio": default and default.get("ratio_to_cublas"),
+                         "default_cycles": default and results.in_cycles(default),
+                         "gain": default and best["tflops"] / default["tflops"]})
+    return rows
 
 
 def _cell(level: str, shape: tuple[int, int, int], params: dict[str, Any]) -> str:

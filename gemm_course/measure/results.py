@@ -43,11 +43,19 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
     return rows
 
 
-def sweep_records(level: str, n: int, dtype: Optional[str] = None) -> list[dict[str, Any]]:
-    """A level's records at n³ from the runs that swept its settings (`record` without
-    --showcase-only): what the tuning page and the autotuner compare. dtype: one input type only."""
-    return [r for r in recorded(level, dtype=dtype) if r["level"] == level and (r["M"], r["N"], r["K"]) == (n, n, n)
+SWEEP_ONLY_FLAG = "--sweep-only"  # record --sweep-only, fp8 --record --sweep-only: a run that timed the search space alone
+
+
+def sweep_records(level: str, size: int | tuple[int, int, int], dtype: Optional[str] = None) -> list[dict[str, Any]]:
+    """A level's records at one shape (n for n³, or (M, N, K)) from the runs that swept its settings: what the
+    tuning page and the autotuner compare. Where a run timed the search space alone (--sweep-only), only
+    such runs count, so that one sweep's settings are compared within one run; otherwise the records of
+    `record` without --showcase-only. dtype: one input type only."""
+    shape = (size, size, size) if isinstance(size, int) else tuple(size)
+    rows = [r for r in recorded(level, dtype=dtype) if r["level"] == level and (r["M"], r["N"], r["K"]) == shape
             and "--showcase-only" not in r["provenance"]["command"]]
+    dedicated = [r for r in rows if SWEEP_ONLY_FLAG in r["provenance"]["command"].split()]
+    return dedicated or [r for r in rows if r["level"] != FP8_LEVEL]
 
 
 def _complete(level: str, params: dict[str, Any]) -> dict[str, Any]:

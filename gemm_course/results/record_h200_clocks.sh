@@ -30,7 +30,12 @@
 #            recorded size, the sweep, the instruction mixes) and the bf16 and TMA bench files (the README's commands)
 #   stage 11: Nsight Compute counters of Levels 9-11 at 4096³ after the hazard fixes (every showcase and experiment
 #            setting, cuBLAS in the same run; the README's counters command)
-# Usage: gemm_course/results/record_h200_clocks.sh 1|2|3|4|5|6|7|8|9|10|11 OUTDIR
+#   stage 12: the autotuner's search spaces of Levels 10 and 11: every setting checked on odd shapes (random inputs,
+#            NaN-poisoned C), then swept at 4096³ and, for Level 11, the decode shapes (record --sweep-only; the
+#            shipped h200_tuning_10_11.json)
+#   stage 13: Level 13's search space swept at 4096³ and the decode shapes with cuBLASLt paired (fp8 --record
+#            --sweep-only; the shipped h200_tuning_13.json), then the live tuner on a few settings of Levels 11 and 13
+# Usage: gemm_course/results/record_h200_clocks.sh 1|2|...|13 OUTDIR
 set -uo pipefail
 stage=${1:?stage 1 or 2}; out=${2:?output folder}
 mkdir -p "$out"
@@ -142,6 +147,32 @@ elif [ "$stage" = 11 ]; then
   timeout 400 $py -m gemm_course counters --record --levels 11_hopper_wgmma 10_mma_pipeline 09_wmma \
       --out "$out/h200_counters_09_11.json" 2>&1 | tail -12
   echo "counters 9-11: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 12 ]; then
+  SECONDS=0
+  timeout 200 $py - <<'PY' 2>&1 | tail -6
+import gemm_course as gc
+from gemm_course.measure.autotune import search_space
+shapes = ((129, 264, 72), (64, 2112, 200), (1000, 1032, 520))
+for level in ("10_mma_pipeline", "11_hopper_wgmma"):
+    space = search_space(level)
+    bad = [(p, s, str(r)) for p in space for s in shapes for r in [gc.check(level, *s, **p)] if not r.passed]
+    print(f"{level}: {len(space)} settings x {len(shapes)} shapes checked, {len(bad)} failed", bad[:3], flush=True)
+PY
+  echo "odd shapes: ${SECONDS} s"
+  timeout 330 $py -m gemm_course record --levels 10_mma_pipeline 11_hopper_wgmma --sweep-only \
+      --out "$out/h200_tuning_10_11.json" 2>&1 | tail -8
+  echo "sweep 10-11: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 13 ]; then
+  SECONDS=0
+  timeout 420 $py -m gemm_course fp8 --record --sweep-only --out "$out/h200_tuning_13.json" 2>&1 | tail -12
+  echo "sweep 13: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  timeout 90 $py - <<'PY' 2>&1 | tail -8
+from gemm_course.measure import autotune
+for level in ("11_hopper_wgmma", "13_fp8_blockscaled"):
+    tuned = autotune.autotune(level, [(64, 2112, 7168)], configs=autotune.search_space(level)[:3], progress=lambda _: None)
+    print(level, {k: (round(v["tflops"], 1), v["params"]) for k, v in tuned["best"].items()}, len(tuned["table"]), "timed")
+PY
+  echo "live tuner: ${SECONDS} s"
 else
   timeout 170 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
       --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -20
