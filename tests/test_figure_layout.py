@@ -208,3 +208,20 @@ def test_counter_charts_name_their_quantities_in_both_languages(monkeypatch, lev
         for label in {y for t in fig.data for y in t.y}:
             assert plots._WIDE.search(plots.pick(label, "zh")) and not plots._WIDE.search(plots.pick(label, "en")), label
         assert NARROW_PX - fig.layout.margin.l - fig.layout.margin.r >= 200
+
+
+@pytest.mark.parametrize("level", ["11_hopper_wgmma", "13_fp8_blockscaled"])
+def test_tuned_chart_reads_in_one_language(monkeypatch, level):
+    """The tuning chart in Chinese names the level, its groups and the baseline in Chinese (no label left in English
+    over the bars), and each default marker shares its bar's offset group."""
+    import re
+
+    figs = [f for f in _shown(monkeypatch, notebook.tuned, level) if hasattr(f, "layout")]
+    fig, = figs
+    zh = plots.pick_figure(fig, "zh")
+    assert level in zh.layout.title.text and re.search(r"[\u4e00-\u9fff]", zh.layout.title.text)
+    assert all(re.search(r"[\u4e00-\u9fff]", t.name) for t in zh.data if t.name)
+    assert not fig.layout.annotations  # the baseline is named in the legend, not written on the plot
+    groups = {t.offsetgroup for t in fig.data}
+    assert groups == {"0", "1"} and fig.layout.scattermode == "group"
+    _check(fig)

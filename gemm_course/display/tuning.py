@@ -16,7 +16,9 @@ _GROUP_NAMES = {
     results.FP8_LEVEL: {"scaling": {"blockwise": "fine-grained scales · 细粒度缩放",
                                     "per_tensor": "per-tensor scales · 逐张量缩放"}},
 }
-_BASELINES = {"11_hopper_wgmma": "cuBLAS bf16", results.FP8_LEVEL: "cuBLASLt FP8 (block-scaled, or per-tensor fast)"}
+_BASELINES = {"11_hopper_wgmma": "baseline: cuBLAS bf16 · 基线：cuBLAS bf16",
+              results.FP8_LEVEL: "baseline: cuBLASLt FP8, block-scaled or per-tensor fast · "
+                                 "基线：cuBLASLt FP8，块缩放或逐张量快速模式"}
 
 
 def _group_name(level_id: str, group: dict[str, Any]) -> str:
@@ -47,7 +49,7 @@ def tuned(level: str | int | Level) -> list[dict[str, Any]]:
     groups = {json.dumps(r["group"], sort_keys=True): _group_name(level_id, r["group"]) for r in rows}
     rows = [{**r, "best_label": _setting(level_id, r["best"]["params"])} for r in rows]
     first = rows[0]["best"]
-    show(tuned_figure(rows, groups, _BASELINES.get(level_id, "cuBLAS"),
+    show(tuned_figure(rows, groups, _BASELINES.get(level_id, "baseline: cuBLAS · 基线：cuBLAS"),
                       title=f"{level_id}: tuned against default · {level_id}：调优结果与默认设置",
                       subtitle="recorded: " + results.provenance_line(first)))
     def pct(x: Any) -> str:
