@@ -20,6 +20,25 @@ def load(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _file_rows(path: Path, level: Optional[str], gpu: Optional[str], dtype: Optional[str]) -> list[dict[str, Any]]:
+    data = load(path)
+    prov = data["provenance"]
+    if gpu and prov["gpu"] != gpu:
+        return []
+    records = [r for r in data.get("records", []) if dtype in (None, r["dtype"])]
+    wanted_sizes = {(r["M"], r["N"], r["K"]) for r in records if level in (None, r["level"])}
+    return [{**r, "params": _complete(r["level"], r["params"]), "gpu": prov["gpu"], "date": prov["date"][:10],
+             "file": path.name, "provenance": prov}
+            for r in records if level is None or r["level"] == level or (
+                r["level"] == "cublas" and (r["M"], r["N"], r["K"]) in wanted_sizes)]
+
+
+# Parsed rows per (file, its size and modification time, level, GPU, input type): the prose tests and the pages
+# look records up hundreds of times, and parsing every file each time cost most of their run. A changed file
+# has a new key; callers get fresh row and params dicts, so the cache cannot be changed through them.
+_ROWS: dict[tuple, list[dict[str, Any]]] = {}
+
+
 def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
              files: Optional[list[Path]] = None, dtype: Optional[str] = None) -> list[dict[str, Any]]:
     """All recorded records (optionally one level's, one GPU's, one input type's), each with its
@@ -29,17 +48,11 @@ def recorded(level: Optional[str] = None, gpu: Optional[str] = None,
     """
     rows = []
     for path in files or recorded_files():
-        data = load(path)
-        prov = data["provenance"]
-        if gpu and prov["gpu"] != gpu:
-            continue
-        records = [r for r in data.get("records", []) if dtype in (None, r["dtype"])]
-        wanted_sizes = {(r["M"], r["N"], r["K"]) for r in records if level in (None, r["level"])}
-        for r in records:
-            if level is None or r["level"] == level or (
-                    r["level"] == "cublas" and (r["M"], r["N"], r["K"]) in wanted_sizes):
-                rows.append({**r, "params": _complete(r["level"], r["params"]), "gpu": prov["gpu"],
-                             "date": prov["date"][:10], "file": path.name, "provenance": prov})
+        stat = Path(path).stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns, level, gpu, dtype)
+        if key not in _ROWS:
+            _ROWS[key] = _file_rows(Path(path), level, gpu, dtype)
+        rows += [{**r, "params": dict(r["params"])} for r in _ROWS[key]]
     return rows
 
 
