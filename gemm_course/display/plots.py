@@ -634,11 +634,13 @@ def tuned_figure(rows: Sequence[Mapping[str, Any]], group_names: Mapping[str, st
     """Per shape, the sweep's fastest setting as a bar and the default setting as a marker, each as a fraction of
     the baseline timed beside it (1.0: as fast); one colour per group (the value of the output parameter). A row's
     best_label, where given, names the fastest setting in its bar's hover text."""
-    labels = [size_label({"M": s[0], "N": s[1], "K": s[2]}) for s in dict.fromkeys(r["shape"] for r in rows)]
+    def label(shape: Sequence[int]) -> str:
+        return size_label(dict(zip("MNK", shape)))
+
+    labels = [label(s) for s in dict.fromkeys(r["shape"] for r in rows)]
     fig = go.Figure()
     for i, (key, name) in enumerate(group_names.items()):
-        mine = {size_label({"M": r["shape"][0], "N": r["shape"][1], "K": r["shape"][2]}): r
-                for r in rows if json.dumps(r["group"], sort_keys=True) == key}
+        mine = {label(r["shape"]): r for r in rows if json.dumps(r["group"], sort_keys=True) == key}
         color = PALETTE[i % len(PALETTE)]
         fig.add_bar(x=labels, y=[mine[x]["best_ratio"] if x in mine else None for x in labels], marker_color=color,
                     offsetgroup=str(i),

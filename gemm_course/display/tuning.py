@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from gemm_course.bilingual.text import Fold, Shown, Table, say, show as show_text, text
-from gemm_course.display.plots import show, tuned_figure
-from gemm_course.levels import Level
+from gemm_course.display.plots import changed_params, show, tuned_figure
+from gemm_course.levels import Level, get_level
 from gemm_course.measure import autotune, results
 
 # How the tuning page names each level's groups (the value of its output parameter) and its baselines.
@@ -32,9 +32,6 @@ def _setting(level_id: str, params: dict[str, Any]) -> str:
     """A registry level's setting as what it changes from the defaults; Level 13's in full (a few options)."""
     if level_id == results.FP8_LEVEL:
         return ", ".join(f"{k}={v}" for k, v in params.items())
-    from gemm_course.display.plots import changed_params
-    from gemm_course.levels import get_level
-
     return changed_params(get_level(level_id).defaults, params)
 
 
@@ -56,7 +53,7 @@ def tuned(level: str | int | Level) -> list[dict[str, Any]]:
         return "—" if x is None else f"{x:.1%}"
 
     cells = [["×".join(map(str, r["shape"])), _group_name(level_id, r["group"]), str(r["settings"]),
-              _setting(level_id, r["best"]["params"]), f"{r['best']['tflops']:.1f}", pct(r["best_ratio"]), pct(r["best_cycles"]),
+              r["best_label"], f"{r['best']['tflops']:.1f}", pct(r["best_ratio"]), pct(r["best_cycles"]),
               "—" if r["default"] is None else f"{r['default']['tflops']:.1f}", pct(r["default_ratio"]),
               "—" if r["gain"] is None else f"{r['gain'] - 1:+.1%}"] for r in rows]
     table = Table([text("M×N×K", "M×N×K"), text("settings of", "设置组"), text("timed", "计时数"),

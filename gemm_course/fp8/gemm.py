@@ -663,7 +663,8 @@ def search_space() -> list[dict[str, Any]]:
 
 
 def resolved_setting(setting: dict[str, Any], M: int, N: int, K: int, sm_count: int = 132) -> dict[str, Any]:
-    """A setting of search_space() as the params its record carries at one shape (split-K resolved)."""
+    """A setting (a step, or one of search_space()) as the params its record carries at one shape (split-K
+    resolved; record_fp8 names its records with this)."""
     opts = {k: v for k, v in setting.items() if k != "scaling"}
     scaling = setting["scaling"]
     splits = (resolve_splits(opts.get("splits", "auto"), M, N, K, sm_count, opts.get("block_m"))
@@ -759,8 +760,8 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             scaling = step["scaling"]
             a_bits, a_s, b_bits, b_s = operands[scaling]
             opts = {k: v for k, v in step.items() if k not in ("scaling", "skip_unsplit")}
-            splits = (resolve_splits(opts.get("splits"), M, N, K, _sm_count(), opts.get("block_m"))
-                      if scaling == "blockwise" else None)
+            params = resolved_setting({"scaling": scaling, **opts}, M, N, K, _sm_count())
+            splits = params.get("splits")
             if step.get("splits") == "auto" and splits == 1 and step.get("skip_unsplit", True):
                 continue  # the same as the split-free step
             if scaling == "blockwise":
@@ -773,8 +774,6 @@ def record_fp8(out: Optional[str] = None, sizes: Optional[Sequence[SizeLike]] = 
             base = runs[name]
             paired = time_gpu(base, **timing) if base else None
             t = time_gpu(launch, **timing)
-            params = setting_params(scaling, stages=opts.get("stages"), block_n=opts.get("block_n"),
-                                    overlap=opts.get("overlap", True), splits=splits, block_m=opts.get("block_m"))
             row = {"level": LEVEL_ID, "params": params, "dtype": DTYPE, "M": M, "N": N, "K": K, **asdict(t),
                    "tflops": flops / (t.median_ms * 1e-3) / 1e12, "max_error_ratio": ratio, "passed": ratio <= 1}
             if paired:

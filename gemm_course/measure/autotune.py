@@ -25,6 +25,10 @@ def _is_fp8(level: str | int | Level) -> bool:
     return level in (FP8_LEVEL, 13, "13", "13_fp8")
 
 
+def _level_id(level: str | int | Level) -> str:
+    return FP8_LEVEL if _is_fp8(level) else get_level(level).id
+
+
 def _shape(size: int | Sequence[int]) -> Shape:
     return (size, size, size) if isinstance(size, int) else tuple(int(v) for v in size)  # type: ignore[return-value]
 
@@ -75,17 +79,10 @@ def sweep_coverage(level: str | int | Level, size: Optional[int | Sequence[int]]
     changed since, they differ. Level 13's split-K "auto" is resolved at the shape (it may equal splits=1)."""
     shape = _shape(size) if size is not None else sweep_shapes(level)[0]
     level_id, key, space = _keyed_space(level, shape)
-    dtype = fp8_dtype() if level_id == FP8_LEVEL else get_level(level_id).dtypes[0]
-    recorded = {key(r["params"]): r["params"] for r in results.sweep_records(level_id, shape, dtype=dtype)}
+    recorded = {key(r["params"]): r["params"] for r in _sweep_rows(level_id, shape, passed_only=False)}
     return {"level": level_id, "shape": shape, "space": len(space), "recorded": len(recorded),
             "not_recorded": [space[k] for k in space.keys() - recorded.keys()],
             "not_in_space": [recorded[k] for k in recorded.keys() - space.keys()]}
-
-
-def fp8_dtype() -> str:
-    from gemm_course.fp8 import gemm as fp8_gemm
-
-    return fp8_gemm.DTYPE
 
 
 def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int]],
@@ -129,14 +126,19 @@ def autotune(level: str | int | Level, sizes: Iterable[int | tuple[int, int, int
                 row = {"M": M, "N": N, "K": K, "params": p, "median_ms": t.median_ms,
                        "tflops": gemm_flops(M, N, K) / t.median_ms / 1e9}
                 table.append(row)
-                key = f"{M}x{N}x{K}"
-                if key not in best or row["tflops"] > best[key]["tflops"]:
-                    best[key] = row
                 progress(f"[{i + 1}/{len(candidates)}] {M}×{N}×{K} {p}: {row['tflops']:.2f} TFLOPS "
-                         f"(best so far {best[key]['tflops']:.2f})")
+                         f"(best so far {_keep_best(best, row)['tflops']:.2f})")
     except KeyboardInterrupt:
         progress(f"interrupted: keeping {len(table)} timings")
     return {"level": lv.id, "gpu": device.gpu_name(), "table": table, "best": best}
+
+
+def _keep_best(best: dict[str, dict[str, Any]], row: dict[str, Any]) -> dict[str, Any]:
+    """Keep row as its shape's best (keyed "MxNxK") if it is the fastest so far; return that shape's best."""
+    key = f"{row['M']}x{row['N']}x{row['K']}"
+    if key not in best or row["tflops"] > best[key]["tflops"]:
+        best[key] = row
+    return best[key]
 
 
 def _autotune_fp8(shapes: list[Shape], configs: Optional[list[dict[str, Any]]], progress: Callable[[str], None],
@@ -154,9 +156,7 @@ def _autotune_fp8(shapes: list[Shape], configs: Optional[list[dict[str, Any]]], 
     table = [r for r in result["records"] if r["level"] == FP8_LEVEL and r["passed"]]
     best: dict[str, dict[str, Any]] = {}
     for row in table:
-        key = f"{row['M']}x{row['N']}x{row['K']}"
-        if key not in best or row["tflops"] > best[key]["tflops"]:
-            best[key] = row
+        _keep_best(best, row)
     return {"level": FP8_LEVEL, "gpu": device.gpu_name(), "table": table, "best": best}
 
 
@@ -166,10 +166,15 @@ def _autotune_fp8(shapes: list[Shape], configs: Optional[list[dict[str, Any]]], 
 OUTPUT_PARAM = {"11_hopper_wgmma": "c_type", FP8_LEVEL: "scaling"}
 
 
-def _sweep_rows(level: str | int | Level, shape: Shape) -> tuple[str, list[dict[str, Any]]]:
-    level_id = FP8_LEVEL if _is_fp8(level) else get_level(level).id
-    dtype = fp8_dtype() if level_id == FP8_LEVEL else get_level(level_id).dtypes[0]
-    return level_id, [r for r in results.sweep_records(level_id, shape, dtype=dtype) if r.get("passed", True)]
+def _sweep_rows(level: str | int | Level, shape: Shape, passed_only: bool = True) -> list[dict[str, Any]]:
+    """A level's sweep records at one shape, in its recorded input type (Level 13: e4m3); passed_only: without
+    the settings whose check failed."""
+    from gemm_course.fp8 import gemm as fp8_gemm
+
+    level_id = _level_id(level)
+    dtype = fp8_gemm.DTYPE if level_id == FP8_LEVEL else get_level(level_id).dtypes[0]
+    rows = results.sweep_records(level_id, shape, dtype=dtype)
+    return [r for r in rows if r.get("passed", True)] if passed_only else rows
 
 
 def recorded_best(level: str | int | Level, size: Optional[int | Sequence[int]] = None, **fixed: Any) -> dict[str, Any]:
@@ -177,10 +182,9 @@ def recorded_best(level: str | int | Level, size: Optional[int | Sequence[int]] 
     sweep shape), among the runs that swept its settings; fixed: only settings with these values (e.g.
     c_type="input", scaling="blockwise")."""
     shape = _shape(size) if size is not None else sweep_shapes(level)[0]
-    level_id, rows = _sweep_rows(level, shape)
-    rows = [r for r in rows if all(r["params"].get(k) == v for k, v in fixed.items())]
+    rows = [r for r in _sweep_rows(level, shape) if all(r["params"].get(k) == v for k, v in fixed.items())]
     if not rows:
-        raise KeyError(f"no recorded sweep of {level_id} {fixed or ''} at {'×'.join(map(str, shape))}")
+        raise KeyError(f"no recorded sweep of {_level_id(level)} {fixed or ''} at {'×'.join(map(str, shape))}")
     return max(rows, key=lambda r: r["tflops"])
 
 
@@ -197,11 +201,11 @@ def tuned_rows(level: str | int | Level) -> list[dict[str, Any]]:
     """Per sweep shape (and per value of the level's output parameter): the fastest recorded setting of the
     sweep, its TFLOPS and ratio to the baseline timed beside it (in time and in cycles), and the same for
     the default setting in the same sweep (None where the sweep lacks it)."""
-    level_id = FP8_LEVEL if _is_fp8(level) else get_level(level).id
+    level_id = _level_id(level)
     output = OUTPUT_PARAM.get(level_id)
     rows = []
     for shape in sweep_shapes(level_id):
-        _, records = _sweep_rows(level_id, shape)
+        records = _sweep_rows(level_id, shape)
         for value in sorted({r["params"].get(output) for r in records}, key=str) if output else [None]:
             group = {output: value} if output else {}
             mine = [r for r in records if all(r["params"].get(k) == v for k, v in group.items())]
