@@ -157,3 +157,29 @@ def test_intro_numbers() -> None:
     assert "Levels 1 to 11 also set the models' predictions beside hardware counters measured with Nsight " \
            "Compute on the H200, and every level from 0 to 13 ends with exercises" in text
     assert _simt_levels() == list(range(1, 9)) and "the kernels of Levels 0 to 8 run on your CPU" in text
+
+
+def test_how_to_run_host_cost_numbers() -> None:
+    """The repeated call's host cost, as the shipped hostcost recording has it, in both languages."""
+    import json
+
+    from gemm_course.measure import host_cost as hc
+
+    rows = json.loads((REPO / "gemm_course" / "results" / "h200_host_cost.json").read_text(encoding="utf-8"))["host_cost"]
+    assert [(r["level"], r["params"]) for r in rows] == [(lv, p) for lv, p, *_ in hc.host_cost_plan()]
+    assert {r["M"] for r in rows} == {4096}
+
+    def span(values: list) -> str:
+        return f"{min(values):.0f}–{max(values):.0f} µs"
+
+    gemm, alone = span([r["host_us"]["gemm"] for r in rows]), span([r["host_us"]["prepared"] for r in rows])
+    waited = span([r["host_us_batch_mean"]["gemm"] for r in rows])
+    worst = max(abs(1 - r["ratio"]) for r in rows)
+    assert all(r["meets_host_target"] and r["meets_ratio_target"] for r in rows)
+    text = english("how_to_run.md")
+    assert f"such a call spent {gemm} on the host" in text and f"the kernel launch alone {alone[:-3]} µs)" in text
+    assert f"ran within {worst:.1%} of the launch alone, at every level" in text
+    assert f"averaged over batches of ten calls that each start with such a wait, {waited} per call" in text
+    zh = (REPO / "book" / "how_to_run.md").read_text(encoding="utf-8")
+    assert f"这样一次调用在主机上花费 {gemm}" in zh and f"单独启动内核为 {alone}" in zh
+    assert f"每一级都与单独启动内核相差不到 {worst:.1%}" in zh and f"按批平均，每次调用 {waited}" in zh

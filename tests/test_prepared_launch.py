@@ -19,7 +19,7 @@ import pytest
 from gemm_course.run import compile as comp
 from gemm_course import device
 from gemm_course.fp8 import gemm as fp8_gemm
-from gemm_course.run import hopper, launch
+from gemm_course.run import driver, hopper, launch
 from gemm_course.run.dtypes import storage_dtype
 from gemm_course.levels import get_level, levels
 
@@ -48,6 +48,22 @@ class Kernel:
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
         self._launches.append({"kernel": self.name, "grid": grid, "block": block, "shared": shared_mem, "args": args})
+
+
+class PackedStandIn:
+    """driver.PackedLaunch without a driver: start() hands the kernel its arguments (the fresh ones replaced)."""
+
+    def __init__(self, kernel: Kernel, grid: tuple, block: tuple, shared_bytes: int, args: tuple,
+                 keep_alive: tuple = (), fresh: tuple = ()) -> None:
+        self.kernel, self.grid, self.block, self.shared = kernel, tuple(grid), tuple(block), shared_bytes
+        self.args, self.keep_alive, self.fresh = tuple(args), tuple(keep_alive), tuple(fresh)
+
+    def start(self, *fresh_arrays: Any) -> None:
+        assert len(fresh_arrays) == len(self.fresh)
+        args = list(self.args)
+        for position, array in zip(self.fresh, fresh_arrays):
+            args[position] = array
+        self.kernel(self.grid, self.block, tuple(args), shared_mem=self.shared)
 
 
 class StandIn:
@@ -88,9 +104,10 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
         seen.compiled.append(name)
         return Kernel(name, seen.launches)
 
-    def tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int, device_id: int) -> tuple:
+    def tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int, device_id: int) -> Any:
         seen.maps.append((address, type_name, rows, cols, box_rows, device_id))
-        return ("map", address, rows, cols, box_rows)
+        # 128 bytes on the "GPU" ([1]: the address they describe), as a real map's array holds its encoding
+        return np.array([0, address, rows, cols, box_rows] + [0] * 11, np.uint64).view(GpuArray)
 
     def compiled_kernel(source: str, options: tuple, name: str, arch: Any = None) -> Kernel:  # Level 13's look-up
         seen.compiled.append(name)
@@ -116,6 +133,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     monkeypatch.setattr(hopper, "_device_tensor_map", tensor_map)
     monkeypatch.setattr(hopper, "max_active_clusters", lambda kernel, threads, shared, cluster: 66)
     monkeypatch.setattr(launch, "_prepare", counting_prepare)
+    monkeypatch.setattr(driver, "PackedLaunch", PackedStandIn)
     launch.clear_prepared()
     yield seen
     launch.clear_prepared()
@@ -481,3 +499,113 @@ def test_on_the_gpu_level_13_repeated_calls_on_new_operands_are_right() -> None:
             bound = fp8_gemm.allowed_error(ref, fp8_gemm.magnitude_gemm(a, sa, b, sb), K, scaling)
             assert float((np.abs(C - ref) / bound).max()) <= 1, (scaling, seed)
     assert len(fp8_gemm._PLANS) == 2
+
+
+@on_gpu
+@pytest.mark.parametrize("level,setting,dtype", REUSED, ids=[f"{lv}-{i}" for i, (lv, _, _) in enumerate(REUSED)])
+def test_on_the_gpu_a_call_repeated_on_its_own_arrays_reads_their_new_values(level: str, setting: dict,
+                                                                            dtype: str) -> None:
+    """The packed launch of a repeated call (the same A, B, out and bias) starts the kernel on whatever those
+    arrays hold now: new values written in place, C poisoned again; then another out gets its own launch."""
+    import cupy
+
+    from gemm_course.run.check import epilogue_inputs, random_operands, relative_error, tolerance
+    from gemm_course.run.dtypes import fill_nan, nan_filled, to_float64
+
+    lv = get_level(level)
+    resolved = lv.resolve(**setting)
+    if not lv.setting_runs_on(device.compute_capability(), resolved):
+        pytest.skip(f"{level} {setting} needs a newer GPU")
+    M, N, K = next(s for s in ((257, 520, 1000), (4097, 264, 64), (512, 512, 512)) if not lv.shape_rules(*s, resolved))
+    c_type = lv.c_type(resolved, dtype)
+    launch.clear_prepared()
+    A, B = random_operands(M, N, K, dtype, seed=1, xp=cupy)
+    outs = [nan_filled((M, N), c_type, cupy) for _ in range(2)]
+    bias = None
+    for call, (seed, C) in enumerate(((1, outs[0]), (2, outs[0]), (3, outs[0]), (4, outs[1]))):
+        new_A, new_B = random_operands(M, N, K, dtype, seed=seed, xp=cupy)
+        A[...], B[...] = new_A, new_B  # in place: the same addresses
+        reference = to_float64(A) @ to_float64(B)
+        run = dict(resolved)
+        if lv.epilogue:
+            extra, _, reference = epilogue_inputs(resolved, reference, dtype, cupy, seed)
+            if extra["bias"] is not False:
+                bias = extra["bias"] if bias is None else bias
+                bias[...] = extra["bias"]
+                extra["bias"] = bias
+            run.update(extra)
+        fill_nan(C, c_type)
+        assert launch.gemm(A, B, lv, out=C, **run) is C
+        cupy.cuda.get_current_stream().synchronize()
+        error = relative_error(C, reference)
+        assert error <= tolerance(dtype, K, c_type) and not bool(cupy.isnan(to_float64(C)).any()), (call, error)
+    assert len(launch._REPEATS) == 2  # one packed launch per out array, the first reused twice
+
+
+@on_hopper
+def test_on_the_gpu_level_13_repeated_on_its_own_arrays_reads_their_new_values() -> None:
+    import cupy
+
+    from gemm_course.run.dtypes import to_float64
+    from gemm_course.fp8.formats import reference_gemm_fp8
+
+    M, N, K = 257, 2112, 1024
+    fp8_gemm.clear_prepared()
+    for scaling, options in (("blockwise", {"splits": 4}), ("blockwise", {}), ("per_tensor", {})):
+        ops = [cupy.asarray(x, dtype=cupy.float32) if i % 2 else x
+               for i, x in enumerate(fp8_gemm.random_fp8_operands(M, N, K, scaling, seed=0, xp=cupy))]
+        C = cupy.empty((M, N), dtype=cupy.uint16)
+        for seed in range(1, 4):  # new values in the same arrays: the packed launch of the first call
+            for x, new in zip(ops, fp8_gemm.random_fp8_operands(M, N, K, scaling, seed=seed, xp=cupy)):
+                x[...] = new
+            C.fill(0x7FC0)  # bf16 NaN
+            assert fp8_gemm.fp8_gemm(*ops, scaling=scaling, out=C, **options) is C
+            a, sa, b, sb = (cupy.asnumpy(x) for x in ops)
+            if scaling == "per_tensor":
+                sa, sb = fp8_gemm.full_scales(sa, sb, M, N, K)
+            ref = reference_gemm_fp8(a, sa, b, sb)
+            bound = fp8_gemm.allowed_error(ref, fp8_gemm.magnitude_gemm(a, sa, b, sb), K, scaling)
+            assert float((np.abs(to_float64(cupy.asnumpy(C)) - ref) / bound).max()) <= 1, (scaling, options, seed)
+    assert len(fp8_gemm._REPEATS) == 3
+
+
+def test_a_call_repeated_on_its_own_arrays_starts_its_packed_launch_and_holds_none_of_them(gpu: StandIn) -> None:
+    lv = get_level("11_hopper_wgmma")
+    A, B = operands(256, 256, 256, "bfloat16")
+    C = _output(lv, "bfloat16", (256, 256), step=6)
+    for _ in range(3):
+        launch.gemm(A, B, lv, out=C, step=6)
+    assert gpu.prepared == 1 and len(gpu.launches) == 3
+    ((level, packed),) = launch._REPEATS.values()
+    assert level is lv and isinstance(packed, PackedStandIn)
+    # It keeps its own tensor maps alive, never the caller's arrays (a cache must not hold their memory).
+    assert all(x is not A and x is not B and x is not C for x in packed.keep_alive)
+    maps = [x for x in packed.args if isinstance(x, GpuArray) and x.shape == (16,)]
+    assert len(maps) == 3 and len(packed.keep_alive) == 3 and all(any(m is x for x in packed.keep_alive) for m in maps)
+    # Another out array, or new values of a keyword, is a call of its own: checked, then packed for itself.
+    launch.gemm(A, B, lv, out=_output(lv, "bfloat16", (256, 256), step=6), step=6)
+    assert len(launch._REPEATS) == 2 and gpu.prepared == 1  # the same preparation, another packed launch
+
+
+def test_an_epilogue_call_repeats_only_with_the_same_bias_alpha_and_beta(gpu: StandIn) -> None:
+    lv = get_level("06_fused_epilogue")
+    A, B = operands(256, 256, 256)
+    C = _output(lv, "float32", (256, 256))
+    bias = np.ones(256, np.float32).view(GpuArray)
+    for alpha in (1.0, 1.0, 0.5):
+        launch.gemm(A, B, lv, out=C, bias=bias, alpha=alpha)
+    launch.gemm(A, B, lv, out=C, bias=np.ones(256, np.float32).view(GpuArray), alpha=0.5)
+    assert len(launch._REPEATS) == 3  # alpha 1, alpha 0.5, another bias vector
+    assert [g["args"][-2] for g in gpu.launches] == [np.float32(1.0)] * 2 + [np.float32(0.5)] * 2
+
+
+def test_a_packed_launch_takes_arrays_and_numpy_scalars_only() -> None:
+    import ctypes
+
+    assert driver._packed(np.int32(7)).value == 7 and isinstance(driver._packed(np.float32(0.5)), ctypes.c_float)
+    on_gpu = np.ones(4, np.float32).view(GpuArray)
+    assert driver._packed(on_gpu).value == on_gpu.ctypes.data  # an array: its address
+    with pytest.raises(TypeError, match="CuPy arrays and NumPy scalars"):
+        driver._packed(3)  # a Python int: its C width would be a guess
+    with pytest.raises(TypeError, match="CuPy arrays and NumPy scalars"):
+        driver._packed(np.ones(3))  # a NumPy array lives on the host

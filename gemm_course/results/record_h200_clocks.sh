@@ -14,7 +14,8 @@
 #   stage 5: Nsight Compute: Level 8's counters after the fix, Level 13's promotion counters (with block-scaled
 #            cuBLASLt), Level 8's shared-load passes (probe and kernel variants, per-instruction source counters);
 #            and Level 10's barrier at one and two blocks per SM timed with the kernel clock
-#   stage 6: repeated calls that reuse their preparation, checked on new operands (GPU tests), then what a
+#   stage 6: repeated calls that reuse their preparation, checked on new operands, and calls repeated on their own
+#            arrays (the packed launch) checked on new values written into them, with Level 13's GPU tests; then what a
 #            repeated gc.gemm call costs on the host beside its kernel, each level's fastest recorded setting and
 #            Level 13 at 4096³: host µs per call, back-to-back calls timed with CUDA events, the harness's
 #            prepared launch in the same run (python -m gemm_course hostcost)
@@ -100,7 +101,8 @@ JS
   echo "source page: $(wc -l < "$out/h200_08_source_sass.csv") lines"; head -c 600 "$out/h200_08_source_sass.csv"; echo
   timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_barrier_blocks('$out/h200_10_barrier_blocks.json')" 2>&1 | tail -9
 elif [ "$stage" = 6 ]; then
-  timeout 200 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_prepared_launch.py -k on_the_gpu 2>&1 | tail -6
+  timeout 240 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_prepared_launch.py tests/test_fp8_gemm.py \
+      "tests/test_gpu.py::test_mma_pipeline_fed_by_tma_on_odd_shapes" "tests/test_gpu.py::test_hopper_level_correct_on_odd_shapes" 2>&1 | tail -6
   timeout 380 $py -m gemm_course hostcost --out "$out/h200_host_cost.json" 2>&1 | tail -20
 elif [ "$stage" = 7 ]; then
   commit=5facd7f37eedbdb19602e6f5302c5ecfe7a7a90b

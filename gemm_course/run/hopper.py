@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from gemm_course.run.driver import SHARED_OPT_IN_BYTES, driver
 from gemm_course.run.dtypes import dtype_name
 from gemm_course.levels import HOPPER_STEPS
 
@@ -23,19 +24,6 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "uint8": 1}
 _SWIZZLE_128B = 3
 _L2_PROMOTION_256B = 3
 BOX_INNER = 64  # elements: 64 × 2 bytes = one 128-byte swizzle row
-
-
-@functools.lru_cache(maxsize=1)
-def _driver() -> Any:
-    """The CUDA driver library (CuPy has loaded it already), for the calls CuPy does not wrap."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as err:
-        raise RuntimeError("TMA tensor maps and cluster occupancy need the CUDA driver (libcuda.so.1), which is "
-                           f"not loadable here: {err}") from None
-    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
-    lib.cuOccupancyMaxActiveClusters.restype = ctypes.c_int
-    return lib
 
 
 def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int) -> bytes:
@@ -51,7 +39,7 @@ def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_ro
     strides = (ctypes.c_uint64 * 1)(cols * size)      # bytes between rows
     box = (ctypes.c_uint32 * 2)(128 // size, box_rows)
     element_strides = (ctypes.c_uint32 * 2)(1, 1)
-    status = _driver().cuTensorMapEncodeTiled(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2,
+    status = driver().cuTensorMapEncodeTiled(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2,
                                               ctypes.c_void_p(address), dims, strides, box, element_strides,
                                               0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
     if status != 0:
@@ -108,7 +96,7 @@ def _resident_clusters_cached(function_ptr: int, threads: int, shared: int, clus
     count = ctypes.c_int()
     # The kernel fixes its cluster shape (__cluster_dims__), so the config leaves it unspecified.
     config = _LaunchConfig(cluster * 64, 1, 1, threads, 1, 1, shared, None, None, 0)
-    status = _driver().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(function_ptr), ctypes.byref(config))
+    status = driver().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(function_ptr), ctypes.byref(config))
     if status != 0 or count.value < 1:
         raise RuntimeError(f"cuOccupancyMaxActiveClusters failed (CUresult {status}, {count.value} clusters) for "
                            f"{threads} threads and {shared} B of shared memory per block")
@@ -119,6 +107,6 @@ def max_active_clusters(kernel: Any, threads: int, shared: int, cluster: int) ->
     """How many clusters of `cluster` blocks of a compiled kernel can be resident at once: a
     persistent kernel launches exactly that many, since one more would wait for a whole cluster to
     finish. The driver answers from the GPU's layout (SMs per GPC), not just SMs / cluster."""
-    if shared > 48 * 1024:  # the query, like a launch, needs the kernel allowed this much first
+    if shared > SHARED_OPT_IN_BYTES:  # the query, like a launch, needs the kernel allowed this much first
         kernel.max_dynamic_shared_size_bytes = shared
     return _resident_clusters_cached(int(kernel.kernel.ptr), threads, shared, cluster)

@@ -1,6 +1,7 @@
 """gemm(): validate, compile (cached), launch. The one way every notebook runs a level's kernel,
 on the GPU (CuPy) or, without one, on the CPU (cpu_backend: the same CUDA C source, emulated).
-A call that repeats an earlier one reuses what that one prepared (PreparedLaunch)."""
+A call that repeats an earlier one reuses what that one prepared (PreparedLaunch); one on the very same arrays
+starts the launch packed then (driver.PackedLaunch)."""
 from __future__ import annotations
 
 import functools
@@ -15,6 +16,7 @@ import numpy as np
 from gemm_course import device
 from gemm_course.run import hopper
 from gemm_course.run.compile import get_kernel
+from gemm_course.run.driver import SHARED_OPT_IN_BYTES, PackedLaunch, is_gpu_array, key_of_array, packed_launch
 from gemm_course.run.dtypes import BFLOAT16, dtype_name, min_cc, storage_dtype
 from gemm_course.levels import KERNEL_DIR, Launch, Level, get_level, install_resident_clusters_query, levels
 
@@ -212,21 +214,42 @@ class PreparedLaunch:
     def start(self, args: tuple) -> None:
         """Launch the kernel (GPU) with arguments from arguments()."""
         launch, kernel = self.launch, self.kernel
-        if launch.dynamic_shared_bytes > 48 * 1024:
+        if launch.dynamic_shared_bytes > SHARED_OPT_IN_BYTES:
             # Above 48 KB a kernel must be allowed its shared memory. Set on every launch: one driver call,
             # and another setting sharing this kernel may have set a different limit since.
             kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
         kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
+
+    def packed(self, args: tuple, callers: tuple = ()) -> PackedLaunch:
+        """This launch with arguments() packed for the driver (GPU): keeps every array of args alive except
+        the callers' (see driver.packed_launch)."""
+        launch = self.launch
+        return packed_launch(self.kernel, launch.grid, launch.block, launch.dynamic_shared_bytes, args, callers)
 
 
 _PREPARED: "OrderedDict[tuple, PreparedLaunch]" = OrderedDict()
 _PREPARED_LOCK = threading.Lock()
 
 
+# A call that repeats an earlier one with the very same arrays (a timing loop, a layer run again on its buffers)
+# has its arguments fixed too: it starts the packed launch made then, with no look-up or conversion at all.
+# Keyed by _call_key(exact=True): the arrays' addresses and the epilogue's values besides what the checks read.
+REPEAT_CACHE_SIZE = 64  # calls remembered with their arrays (the oldest dropped first)
+_REPEATS: "dict[tuple, tuple[Level, PackedLaunch]]" = {}
+
+
 def clear_prepared() -> None:
     """Forget every prepared launch (the next call of each kind checks and looks up everything again)."""
     with _PREPARED_LOCK:
         _PREPARED.clear()
+        _REPEATS.clear()
+
+
+def _remember_repeat(key: tuple, lv: Level, launch: PackedLaunch) -> None:
+    with _PREPARED_LOCK:
+        _REPEATS[key] = (lv, launch)
+        while len(_REPEATS) > REPEAT_CACHE_SIZE:
+            del _REPEATS[next(iter(_REPEATS))]
 
 
 def _operand_key(lv: Level, X: Any) -> Optional[tuple]:
@@ -241,12 +264,19 @@ def _operand_key(lv: Level, X: Any) -> Optional[tuple]:
 
 
 def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilogue: Optional[Epilogue],
-              source: Optional[str], backend: str) -> Optional[tuple]:
+              source: Optional[str], backend: str, exact: bool = False) -> Optional[tuple]:
     """Everything the checks and the preparation of a call read, or None where some input is not an array
-    (that call is not remembered: its checks run and say what is wrong)."""
+    (that call is not remembered: its checks run and say what is wrong).
+
+    exact (GPU): the call's own keywords as given (params before _split_epilogue, epilogue None) and everything
+    its kernel's arguments hold, the arrays' addresses and the bias, alpha and beta among the keywords: a call
+    with an equal exact key may start the packed launch of the earlier one."""
     try:
-        # The type beside each value: resolve() refuses BM=64.0 and bias=1, which equal 64 and True.
-        setting = tuple((name, type(value), value) for name, value in sorted(params.items()))
+        operand = key_of_array if exact else functools.partial(_operand_key, lv)
+        # The type beside each value: resolve() refuses BM=64.0 and bias=1, which equal 64 and True. An array
+        # among them (exact: a bias vector) by what the kernel reads of it.
+        setting = tuple((name, type(value), operand(value) if is_gpu_array(value) else value)
+                        for name, value in sorted(params.items()))
         # Without source=, the level's file is compiled: an edit to it (its modification time) is a new kernel.
         file_version = os.stat(_kernel_file(lv.source)).st_mtime_ns if source is None else None
         if backend == "cuda":
@@ -255,8 +285,10 @@ def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilo
             where: Any = cupy.cuda.runtime.getDevice()  # the compute capability, SM count and kernel are per GPU
         else:
             where = None
-        key = (lv.id, backend, where, source, file_version, setting, _operand_key(lv, A), _operand_key(lv, B),
-               _operand_key(lv, out), _operand_key(lv, epilogue.bias if epilogue is not None else None))
+        key = (lv.id, backend, where, source, file_version, setting, operand(A), operand(B), operand(out),
+               operand(epilogue.bias if epilogue is not None else None))
+        if exact:  # the thread too: the driver launches in the calling thread's context, which CuPy sets up
+            key += (threading.get_ident(),)
         hash(key)  # an unhashable parameter value (a list, say): not remembered, resolve() names it
         return key
     except (AttributeError, TypeError, OSError):
@@ -344,18 +376,29 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     (default: the level's file name).
     A call that repeats an earlier one (same level, setting, source, shapes, dtypes, contiguity, alignment,
     out given or not, GPU) reuses what the earlier one prepared, so that it costs little more than the
-    launch on the host; any difference is checked in full.
+    launch on the host; any difference is checked in full. One that also has the very same arrays (out given,
+    the same A, B, bias, alpha and beta, thread) starts the launch packed by the first: one driver call.
     """
     lv = get_level(level)
-    params, epilogue = _split_epilogue(lv, params)
     backend = resolve_backend(backend)
+    repeat = None
+    if out is not None and backend == "cuda" and device.gpu_available():
+        repeat = _call_key(lv, params, A, B, out, None, source, backend, exact=True)  # the keywords as given
+        seen = _REPEATS.get(repeat) if repeat is not None else None
+        if seen is not None and seen[0] is lv:  # the same Level object: one made elsewhere may reuse an id
+            seen[1].start()
+            return out
+    params, epilogue = _split_epilogue(lv, params)
     if backend == "cpu":
         return _gemm_cpu(lv, params, A, B, out, source, epilogue, race_check, source_name)
     _require_gpu(lv, params)
     import cupy
 
     prepared, C = _prepared(lv, params, epilogue, A, B, out, source, cupy, backend)
-    prepared.start(prepared.arguments(A, B, C, epilogue))
+    args = prepared.arguments(A, B, C, epilogue)
+    prepared.start(args)  # a first call launches through CuPy, whose errors name what went wrong
+    if repeat is not None:
+        _remember_repeat(repeat, lv, prepared.packed(args, callers=(A, B, C, epilogue and epilogue.bias)))
     return C
 
 
@@ -372,8 +415,8 @@ def prepare(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any =
     import cupy
 
     prepared, C = _prepared(lv, params, epilogue, A, B, out, source, cupy, "cuda")
-    args = prepared.arguments(A, B, C, epilogue)
-    return (lambda: prepared.start(args)), C
+    # Packed once for the driver, keeping every array it reads alive (A, B, C too): launch() is one driver call.
+    return prepared.packed(prepared.arguments(A, B, C, epilogue)).start, C
 
 
 def _require_gpu(lv: Level, params: dict[str, Any]) -> None:
