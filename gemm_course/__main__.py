@@ -249,11 +249,9 @@ def cmd_fp8(args: argparse.Namespace) -> None:
 
 def _summary_level(text: str) -> str:
     """A level as `summary --level` takes it: a registry level (5, 05, 05_register_blocking) or Level 13."""
-    from gemm_course.fp8.gemm import LEVEL_ID
+    from gemm_course.levels import FP8_LEVEL_ID, is_fp8_level
 
-    if text.strip().lstrip("0") == "13" or text.strip() == LEVEL_ID:
-        return LEVEL_ID
-    return get_level(text).id
+    return FP8_LEVEL_ID if is_fp8_level(text) else get_level(text).id
 
 
 def _summary_table(rows: list[dict]) -> list[str]:
@@ -301,7 +299,9 @@ def cmd_summary(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from gemm_course.run.compile import compile_report
 
-    if _split_config(args.config)[0] in ("13", "13_fp8_blockscaled", "fp8_blockscaled", "fp8"):
+    from gemm_course.levels import is_fp8_level
+
+    if is_fp8_level(_split_config(args.config)[0]):
         from gemm_course.fp8.gemm import ARCH, fp8_compile_report  # Level 13 lives outside the registry (see `fp8`)
 
         params = _split_config(args.config)[1]

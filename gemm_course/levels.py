@@ -1070,6 +1070,19 @@ _BY_NAME: dict[Any, Level] = {key: lv for lv in _LEVELS
                               for key in (lv.id, lv.number, str(lv.number), lv.id.split("_", 1)[1])}
 
 
+FP8_LEVEL_ID = "13_fp8_blockscaled"  # Level 13, FP8 GEMM: not a kernel of this registry (gemm_course.fp8.gemm)
+_FP8_LEVEL_NAMES = frozenset({FP8_LEVEL_ID, "13_fp8", "fp8_blockscaled", "fp8"})
+
+
+def is_fp8_level(level: Any) -> bool:
+    """Whether a level as one spells it (13, "13", "013", "13_fp8_blockscaled", "fp8_blockscaled", "fp8") is
+    Level 13, which runs outside this registry (its B is N×K and it takes scales): the one place that knows."""
+    if isinstance(level, bool) or not isinstance(level, (int, str)):
+        return False
+    text = str(level).strip()
+    return text in _FP8_LEVEL_NAMES or (text.isdigit() and int(text) == 13)
+
+
 def get_level(level: str | int | Level) -> Level:
     """Look a level up by id ("01_naive"), number (1) or short name ("naive")."""
     if isinstance(level, Level):
@@ -1083,7 +1096,7 @@ def get_level(level: str | int | Level) -> Level:
                 (isinstance(level, str) and level.isdigit() and int(level) == lv.number):
             return lv
     beyond = ""
-    if str(level).startswith(("12", "13")) or str(level) in ("multi_gpu", "fp8_blockscaled"):
+    if str(level).startswith(("12", "13")) or str(level) == "multi_gpu" or is_fp8_level(level):
         beyond = ("; Levels 12 and 13 are not kernels of this registry: use `python -m gemm_course multigpu` "
                   "(gemm_course.multigpu.schemes) and `python -m gemm_course fp8` (gemm_course.fp8.gemm)")
     raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}{beyond}")

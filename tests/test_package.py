@@ -393,3 +393,17 @@ def test_the_repository_url_has_one_source():
     count = sum(len(__import__("re").findall(regex, path.read_text(encoding="utf-8")))
                 for pattern, regex in repository.PLACES for path in repository.ROOT.glob(pattern))
     assert count >= 14  # every level notebook's install cell and the page's clone commands
+
+
+def test_level_13_is_known_by_every_spelling_in_one_place() -> None:
+    from gemm_course.fp8.gemm import LEVEL_ID
+    from gemm_course.levels import FP8_LEVEL_ID, get_level, is_fp8_level
+    from gemm_course.measure.results import FP8_LEVEL
+
+    assert LEVEL_ID == FP8_LEVEL == FP8_LEVEL_ID == "13_fp8_blockscaled"
+    for spelling in (13, "13", "013", " 13_fp8_blockscaled ", "13_fp8", "fp8_blockscaled", "fp8"):
+        assert is_fp8_level(spelling), spelling
+    for other in (True, 12, "12", "3", "11_hopper_wgmma", None, 13.0, "fp16"):
+        assert not is_fp8_level(other), other
+    with pytest.raises(ValueError, match="not kernels of this registry"):
+        get_level("fp8")

@@ -32,11 +32,11 @@ import numpy as np
 from gemm_course import device
 from gemm_course.measure.bench import CLOCK_METHOD
 from gemm_course.fp8.formats import SCALE_BLOCK, _array_module, _bilingual
-from gemm_course.levels import DECODE_SHAPES, PROJECTION_NK
+from gemm_course.levels import DECODE_SHAPES, FP8_LEVEL_ID, PROJECTION_NK
 from gemm_course.run.driver import PackedLaunch, key_of_array, packed_launch
 
 KERNEL_FILE = "13_fp8_blockscaled.cu"
-LEVEL_ID = "13_fp8_blockscaled"  # the id its records carry in result files (FP8 is not in the Level registry:
+LEVEL_ID = FP8_LEVEL_ID  # the id its records carry in result files (FP8 is not in the Level registry:
                                  # its B is N×K and it takes scales, so the generic launcher cannot run it)
 DTYPE = "float8_e4m3"
 ARCH = "sm_90a"            # wgmma and setmaxnreg exist on Hopper's arch-specific target only

@@ -14,15 +14,10 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from gemm_course import device
 from gemm_course.measure import results
 from gemm_course.measure.results import FP8_LEVEL
-from gemm_course.levels import Level, get_level
+from gemm_course.levels import Level, get_level, is_fp8_level as _is_fp8
 
 
 Shape = tuple[int, int, int]
-
-
-def _is_fp8(level: str | int | Level) -> bool:
-    """Level 13 runs outside the level registry (its B is N×K and it takes scales): the tuner knows it by id."""
-    return level in (FP8_LEVEL, 13, "13", "13_fp8")
 
 
 def _level_id(level: str | int | Level) -> str:

@@ -17,7 +17,7 @@ from gemm_course.measure.bench import SETTLE_S, KernelClock, Timing, _l2_flush_b
 from gemm_course.run.check import epilogue_inputs
 from gemm_course.run.dtypes import storage_dtype
 from gemm_course.run.launch import gemm
-from gemm_course.levels import get_level
+from gemm_course.levels import get_level, is_fp8_level
 
 HOST_COST_SIZE = 4096
 HOST_BATCH, HOST_BATCHES = 10, 20  # host time: 20 batches of 10 calls each
@@ -52,8 +52,8 @@ def host_cost_plan(level_ids: Optional[Sequence[str]] = None, all_showcase: bool
     from gemm_course.measure.results import summary
 
     wanted = None if level_ids is None else {str(x).strip() for x in level_ids}
-    fp8 = wanted is None or bool(wanted & {"13", LEVEL_ID, "fp8_blockscaled"})
-    chosen = list(levels()) if wanted is None else [get_level(x) for x in wanted - {"13", LEVEL_ID, "fp8_blockscaled"}]
+    fp8 = wanted is None or any(map(is_fp8_level, wanted))
+    chosen = list(levels()) if wanted is None else [get_level(x) for x in wanted if not is_fp8_level(x)]
     plan: list[tuple[str, dict[str, Any], str]] = []
     for lv in sorted(chosen, key=lambda lv: lv.number):
         if all_showcase:

@@ -5,8 +5,10 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from gemm_course.levels import FP8_LEVEL_ID
+
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"  # the data stays in gemm_course/results/
-FP8_LEVEL = "13_fp8_blockscaled"  # Level 13 runs outside the registry (see fp8_gemm.LEVEL_ID)
+FP8_LEVEL = FP8_LEVEL_ID  # Level 13 runs outside the registry (see levels.is_fp8_level)
 
 
 def recorded_files() -> list[Path]:
