@@ -6,11 +6,24 @@ problem size, its tunable parameters (compile-time template arguments) and what 
 """
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_file(name: str) -> str:
+    return str(KERNEL_DIR / name)  # made once: a repeated call stats it
+
+
+def kernel_version(name: str) -> int:
+    """The modification time (ns) of a kernel file of KERNEL_DIR: an edited file is a new kernel, so the caches
+    of repeated calls key on it."""
+    return os.stat(_kernel_file(name)).st_mtime_ns
 
 MAX_THREADS_PER_BLOCK = 1024
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
@@ -32,8 +31,8 @@ import numpy as np
 from gemm_course import device
 from gemm_course.measure.bench import CLOCK_METHOD
 from gemm_course.fp8.formats import SCALE_BLOCK, _array_module, _bilingual
-from gemm_course.levels import DECODE_SHAPES, FP8_LEVEL_ID, PROJECTION_NK
-from gemm_course.run.driver import PackedLaunch, key_of_array, packed_launch
+from gemm_course.levels import DECODE_SHAPES, FP8_LEVEL_ID, PROJECTION_NK, kernel_version
+from gemm_course.run.driver import PackedLaunch, allow_shared, key_of_array, packed_launch, remember
 
 KERNEL_FILE = "13_fp8_blockscaled.cu"
 LEVEL_ID = FP8_LEVEL_ID  # the id its records carry in result files (FP8 is not in the Level registry:
@@ -171,12 +170,6 @@ def _kernel_path() -> Path:
     from gemm_course.levels import KERNEL_DIR
 
     return KERNEL_DIR / KERNEL_FILE
-
-
-@functools.lru_cache(maxsize=1)
-def _kernel_file() -> str:
-    """_kernel_path() as a string made once: a repeated call stats it."""
-    return str(_kernel_path())
 
 
 def kernel_source() -> str:
@@ -364,10 +357,16 @@ def _require_hopper() -> None:
             f"而这块 GPU（{device.gpu_name()}）是 sm_{cc}"))
 
 
+def _scales_read_in_place(s: Any) -> bool:
+    """Whether the kernel reads these scales where they are: a contiguous float32 CuPy array (its shape does not
+    matter to a pointer). Any other scales are copied to such an array on every call."""
+    return _is_cupy(s) and s.dtype == np.float32 and s.flags.c_contiguous
+
+
 def _device_scales(s: Any, cupy: Any) -> Any:
     """Scales as a contiguous float32 CuPy array (from NumPy, CuPy or a plain number)."""
-    if _is_cupy(s) and s.dtype == np.float32 and s.flags.c_contiguous:
-        return s  # already what the kernel reads (its shape does not matter to a pointer): no conversion
+    if _scales_read_in_place(s):
+        return s  # already what the kernel reads: no conversion
     return cupy.ascontiguousarray(cupy.asarray(s, dtype=cupy.float32).reshape(-1))
 
 
@@ -421,7 +420,7 @@ def _plan_key(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: s
         return (type(s), getattr(s, "shape", None), getattr(s, "dtype", None), getattr(s, "size", 1))
 
     def scales_in_place(s: Any) -> tuple:
-        if not (_is_cupy(s) and s.dtype == np.float32 and s.flags.c_contiguous):
+        if not _scales_read_in_place(s):
             raise TypeError("copied per call")
         return key_of_array(s)
 
@@ -433,7 +432,7 @@ def _plan_key(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: s
             where = cupy.cuda.runtime.getDevice()  # compute capability, SM count and kernel are per GPU
         # the type beside each value: overlap=1 is refused where overlap=True is not
         options = tuple((name, type(value), value) for name, value in sorted(setting.items()))
-        source_version = os.stat(_kernel_file()).st_mtime_ns  # an edited kernel file is a new kernel
+        source_version = kernel_version(KERNEL_FILE)  # an edited kernel file is a new kernel
         if exact:
             if where is None:  # no GPU: nothing was launched to repeat
                 return None
@@ -587,14 +586,11 @@ def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling:
         return out
     plan = _planned(a_bits, a_scales, b_bits, b_scales, scaling, out, **setting)
     args, C = _arguments(plan, a_bits, a_scales, b_bits, b_scales, out)
-    plan.kernel.max_dynamic_shared_size_bytes = plan.shared  # above 48 KB a kernel must ask for its shared memory
+    allow_shared(plan.kernel, plan.shared)
     plan.kernel(plan.grid, (THREADS, 1, 1), args, shared_mem=plan.shared)  # a first call: CuPy names any error
     if repeat is not None:
-        with _PLANS_LOCK:
-            _REPEATS[repeat] = (plan, _packed(plan, args, callers=(a_bits, a_scales, b_bits, b_scales, out),
-                                              fresh_slices=True))
-            while len(_REPEATS) > REPEAT_CACHE_SIZE:
-                del _REPEATS[next(iter(_REPEATS))]
+        launch = _packed(plan, args, callers=(a_bits, a_scales, b_bits, b_scales, out), fresh_slices=True)
+        remember(_REPEATS, _PLANS_LOCK, repeat, (plan, launch), REPEAT_CACHE_SIZE)
     return C
 
 

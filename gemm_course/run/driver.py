@@ -37,6 +37,14 @@ def driver() -> Any:
     return lib
 
 
+def allow_shared(kernel: Any, shared_bytes: int) -> None:
+    """Allow a compiled kernel its dynamic shared memory where a launch (or an occupancy query) needs that first:
+    above 48 KB. Callers do it before every launch: one attribute call, and another setting sharing the kernel
+    may have set a different limit since."""
+    if shared_bytes > SHARED_OPT_IN_BYTES:
+        kernel.max_dynamic_shared_size_bytes = shared_bytes
+
+
 def error_name(status: int) -> str:
     """The driver's name for a CUresult (CUDA_ERROR_…), or the number where it has none."""
     name = ctypes.c_char_p()
@@ -90,10 +98,7 @@ class PackedLaunch:
 
     def start(self, *fresh_arrays: Any) -> None:
         """Launch the kernel once on the current stream (fresh_arrays: one per position given as fresh)."""
-        if self._shared > SHARED_OPT_IN_BYTES:
-            # Set on every launch: one attribute call, and another setting sharing this kernel may have set a
-            # different limit since.
-            self._kernel.max_dynamic_shared_size_bytes = self._shared
+        allow_shared(self._kernel, self._shared)
         stream = ctypes.c_void_p(self._current_stream().ptr)
         if self._lock is None:
             status = self._launch(*self._head, stream, self._pointers, None)
@@ -117,6 +122,15 @@ def packed_launch(kernel: Any, grid: Sequence[int], block: Sequence[int], shared
     theirs = {id(x) for x in callers if x is not None}
     own = [a for i, a in enumerate(args) if i not in fresh and is_gpu_array(a) and id(a) not in theirs]
     return PackedLaunch(kernel, grid, block, shared_bytes, args, keep_alive=own, fresh=fresh)
+
+
+def remember(cache: dict, lock: threading.Lock, key: tuple, entry: Any, size: int) -> None:
+    """Keep entry under key in a cache of repeated calls' launches, at most size of them (the oldest dropped
+    first): what a repeated call finds with cache.get(key), which needs no lock."""
+    with lock:
+        cache[key] = entry
+        while len(cache) > size:
+            del cache[next(iter(cache))]
 
 
 def key_of_array(x: Optional[Any]) -> Optional[tuple]:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from gemm_course.run.driver import SHARED_OPT_IN_BYTES, driver
+from gemm_course.run.driver import allow_shared, driver
 from gemm_course.run.dtypes import dtype_name
 from gemm_course.levels import HOPPER_STEPS
 
@@ -107,6 +107,5 @@ def max_active_clusters(kernel: Any, threads: int, shared: int, cluster: int) ->
     """How many clusters of `cluster` blocks of a compiled kernel can be resident at once: a
     persistent kernel launches exactly that many, since one more would wait for a whole cluster to
     finish. The driver answers from the GPU's layout (SMs per GPC), not just SMs / cluster."""
-    if shared > SHARED_OPT_IN_BYTES:  # the query, like a launch, needs the kernel allowed this much first
-        kernel.max_dynamic_shared_size_bytes = shared
+    allow_shared(kernel, shared)  # the query, like a launch, needs the kernel allowed this much first
     return _resident_clusters_cached(int(kernel.kernel.ptr), threads, shared, cluster)

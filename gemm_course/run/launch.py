@@ -5,7 +5,6 @@ starts the launch packed then (driver.PackedLaunch)."""
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,9 +15,9 @@ import numpy as np
 from gemm_course import device
 from gemm_course.run import hopper
 from gemm_course.run.compile import get_kernel
-from gemm_course.run.driver import SHARED_OPT_IN_BYTES, PackedLaunch, is_gpu_array, key_of_array, packed_launch
+from gemm_course.run.driver import PackedLaunch, allow_shared, is_gpu_array, key_of_array, packed_launch, remember
 from gemm_course.run.dtypes import BFLOAT16, dtype_name, min_cc, storage_dtype
-from gemm_course.levels import KERNEL_DIR, Launch, Level, get_level, install_resident_clusters_query, levels
+from gemm_course.levels import Launch, Level, get_level, install_resident_clusters_query, kernel_version, levels
 
 MAX_GRID_YZ = 65535
 
@@ -214,10 +213,7 @@ class PreparedLaunch:
     def start(self, args: tuple) -> None:
         """Launch the kernel (GPU) with arguments from arguments()."""
         launch, kernel = self.launch, self.kernel
-        if launch.dynamic_shared_bytes > SHARED_OPT_IN_BYTES:
-            # Above 48 KB a kernel must be allowed its shared memory. Set on every launch: one driver call,
-            # and another setting sharing this kernel may have set a different limit since.
-            kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared_bytes
+        allow_shared(kernel, launch.dynamic_shared_bytes)
         kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
 
     def packed(self, args: tuple, callers: tuple = ()) -> PackedLaunch:
@@ -243,13 +239,6 @@ def clear_prepared() -> None:
     with _PREPARED_LOCK:
         _PREPARED.clear()
         _REPEATS.clear()
-
-
-def _remember_repeat(key: tuple, lv: Level, launch: PackedLaunch) -> None:
-    with _PREPARED_LOCK:
-        _REPEATS[key] = (lv, launch)
-        while len(_REPEATS) > REPEAT_CACHE_SIZE:
-            del _REPEATS[next(iter(_REPEATS))]
 
 
 def _operand_key(lv: Level, X: Any) -> Optional[tuple]:
@@ -278,7 +267,7 @@ def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilo
         setting = tuple((name, type(value), operand(value) if is_gpu_array(value) else value)
                         for name, value in sorted(params.items()))
         # Without source=, the level's file is compiled: an edit to it (its modification time) is a new kernel.
-        file_version = os.stat(_kernel_file(lv.source)).st_mtime_ns if source is None else None
+        file_version = kernel_version(lv.source) if source is None else None
         if backend == "cuda":
             import cupy
 
@@ -293,12 +282,6 @@ def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilo
         return key
     except (AttributeError, TypeError, OSError):
         return None
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel_file(source: str) -> str:
-    """The path of a level's CUDA file (Level.path), as a string made once: a repeated call stats it."""
-    return str(KERNEL_DIR / source)
 
 
 def _prepare(lv: Level, params: dict[str, Any], epilogue: Optional[Epilogue], A: Any, B: Any, out: Any,
@@ -398,7 +381,8 @@ def gemm(A: Any, B: Any, level: str | int | Level = "01_naive", *, out: Any = No
     args = prepared.arguments(A, B, C, epilogue)
     prepared.start(args)  # a first call launches through CuPy, whose errors name what went wrong
     if repeat is not None:
-        _remember_repeat(repeat, lv, prepared.packed(args, callers=(A, B, C, epilogue and epilogue.bias)))
+        packed = prepared.packed(args, callers=(A, B, C, epilogue and epilogue.bias))
+        remember(_REPEATS, _PREPARED_LOCK, repeat, (lv, packed), REPEAT_CACHE_SIZE)
     return C
 
 
