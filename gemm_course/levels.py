@@ -931,9 +931,9 @@ MMA_PIPELINE = Level(
 
 # Per step: block tile (BM, BN), threads, and the kernel (see the diagram in 11_hopper_wgmma.cu).
 HOPPER_STEPS = {1: (64, 128, 128), 2: (128, 128, 256), 3: (128, 256, 384), 4: (128, 256, 384),
-                5: (128, 256, 384), 6: (128, 256, 384)}
-HOPPER_CLUSTER = 2  # steps 5, 6: blocks per cluster (two tiles, one above the other, share B)
-HOPPER_C_PIECES_BYTES = 4 * 64 * 128  # step 6: two 64-row × 128-byte pieces of C per consumer
+                5: (128, 256, 384), 6: (128, 256, 384), 7: (128, 256, 384)}
+HOPPER_CLUSTER = 2  # steps 5–7: blocks per cluster (two tiles, one above the other, share B)
+HOPPER_C_PIECES_BYTES = 4 * 64 * 128  # steps 6, 7: two 64-row × 128-byte pieces of C per consumer
 
 
 def _hopper_kernel_name(p: Mapping[str, Any]) -> str:
@@ -944,7 +944,8 @@ def _hopper_kernel_name(p: Mapping[str, Any]) -> str:
             3: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, false, {out}>",
             4: f"hopper_wgmma_specialized<{bf16}, {p['stages']}, true, {out}>",
             5: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, false{_release_cluster(p)}>",
-            6: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, true{_release_cluster(p)}>"}[p["step"]]
+            6: f"hopper_wgmma_clustered<{bf16}, {p['stages']}, {out}, true{_release_cluster(p)}>",
+            7: f"hopper_wgmma_streamk<{bf16}, {p['stages']}, {out}>"}[p["step"]]
 
 
 def _release_cluster(p: Mapping[str, Any]) -> str:
@@ -965,12 +966,15 @@ def _hopper_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
     tiles = ceil_div(M, bm) * ceil_div(N, bn)
     stage_bytes = (bm + bn) * 64 * 2
     shared = p["stages"] * stage_bytes + 1024  # +1024: align to the swizzle period
-    if p["step"] == 6:
+    if p["step"] >= 6:
         shared += HOPPER_C_PIECES_BYTES
     blocks = min(tiles, _sm_count()) if p["step"] == 4 else tiles  # step 4: one persistent block per SM
     if p["step"] >= 5:  # one persistent cluster per resident pair of SMs, each walking pairs of tiles
         pairs = ceil_div(M, HOPPER_CLUSTER * bm) * ceil_div(N, bn)
-        blocks = HOPPER_CLUSTER * (pairs if pairs <= 1 else min(pairs, _resident_clusters(p, threads, shared)))
+        if p["step"] == 7:  # stream-K deals out k-tiles: every resident cluster, even for fewer pairs
+            blocks = HOPPER_CLUSTER * _resident_clusters(p, threads, shared)
+        else:
+            blocks = HOPPER_CLUSTER * (pairs if pairs <= 1 else min(pairs, _resident_clusters(p, threads, shared)))
     return Launch(grid=(blocks, 1, 1), block=(threads, 1, 1), dynamic_shared_bytes=shared)
 
 
@@ -1000,7 +1004,7 @@ def _hopper_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     if p["step"] == 1 and p["stages"] != 4:
         return [("step 1 has no pipeline (every k-tile is loaded, then used): leave stages at 4",
                  "第 1 步没有流水线（每个 k 分块先载入再计算）：stages 请保持为 4")]
-    if p["step"] < 5 and p["arrive_scope"] != "cta":
+    if p["step"] not in (5, 6) and p["arrive_scope"] != "cta":
         return [("arrive_scope concerns the arrivals between the two blocks of a cluster: steps 5 and 6 only",
                  "arrive_scope 针对簇内两个线程块之间的到达：只用于第 5、6 步")]
     return []
@@ -1024,18 +1028,20 @@ HOPPER = Level(
     title_zh="Hopper：wgmma、TMA 与 warp 特化",
     source="11_hopper_wgmma.cu",
     params=(
-        Param("step", 4, (1, 2, 3, 4, 5, 6),
+        Param("step", 4, (1, 2, 3, 4, 5, 6, 7),
               "1: wgmma on tiles all threads copy in; 2: + TMA into a ring of mbarrier stages; 3: + a "
               "producer warpgroup and two consumer warpgroups, 128×256 tiles; 4: + persistent blocks, "
               "overlapped k-tiles and stores; 5: + clusters of two blocks that share each k-tile of B "
               "through TMA multicast; 6: + C leaves through shared memory and TMA stores, under the next "
-              "tile's math",
+              "tile's math; 7: + stream-K, the last rounds' k-tiles dealt out evenly to the clusters, a pair "
+              "that two clusters share summed through a workspace",
               "1：所有线程拷入分块后执行 wgmma；2：再加上 TMA 与 mbarrier 多级环形缓冲；3：再加上一个生产者"
               "线程束组和两个消费者线程束组，128×256 分块；4：再加上常驻线程块，k 分块之间与写回互相重叠；"
               "5：再加上两个线程块组成的簇，借 TMA 多播共享 B 的每个 k 分块；6：再让 C 经共享内存由 TMA "
-              "存储写出，与下一个分块的计算重叠"),
-        Param("stages", 4, (2, 3, 4), "shared-memory buffers in the TMA ring (steps 2–6)",
-              "TMA 环形缓冲中的共享内存缓冲区数（第 2–6 步）"),
+              "存储写出，与下一个分块的计算重叠；7：再加上 stream-K，把最后几轮的 k 分块平均分给各个簇，由两个簇分担"
+              "的分块对经全局内存中的工作区合并"),
+        Param("stages", 4, (2, 3, 4), "shared-memory buffers in the TMA ring (steps 2–7)",
+              "TMA 环形缓冲中的共享内存缓冲区数（第 2–7 步）"),
         Param("c_type", "float32", ("float32", "input"),
               "C's element type: fp32, or the inputs' own type (bf16 or fp16, rounded to nearest even), "
               "which is what cuBLAS writes and half the bytes",
@@ -1061,7 +1067,8 @@ HOPPER = Level(
     shape_rules=_hopper_shape_rules,
     kernel_args="kernel_args",
     showcase=({"step": 1}, {"step": 2}, {"step": 3}, {"step": 4}, {"step": 4, "stages": 3},
-              {"step": 4, "c_type": "input"}, {"step": 5}, {"step": 6}, {"step": 6, "c_type": "input"}),
+              {"step": 4, "c_type": "input"}, {"step": 5}, {"step": 6}, {"step": 6, "c_type": "input"},
+              {"step": 7}, {"step": 7, "c_type": "input"}),
     experiments=({"step": 5, "arrive_scope": "cluster"},),
     # The search space: every step, stage count and C type; arrive_scope="cluster" is an experiment (the
     # chapter times it: a cluster-wide fence on every arrival), not a choice a tuner needs.

@@ -549,3 +549,45 @@ def tail_schedule(M: int, N: int, K: int, tile_m: int, tile_n: int, tile_k: int,
     return {"tiles": tiles, "k_iterations": iters, "workers": workers, "waves": tiles / workers, "rounds": rounds,
             "data_parallel_busy": tiles / (workers * rounds), "stream_k_tiles": per_worker / iters,
             "stream_k_saving": 1 - per_worker / (iters * rounds), "split_tiles": len(split)}
+
+
+def stream_k_segments(pairs: int, tiles_k: int, clusters: int) -> list[list[tuple[int, int, int]]]:
+    """Level 11 step 7's schedule, the same integer arithmetic as ClusterWork in 11_hopper_wgmma.cu: for each
+    cluster, its segments (pair, first k-tile, end k-tile) in the order it computes them.
+
+    All pairs but those of the last two rounds (the last one, if there is only one) are computed whole, round
+    robin; the k-tiles of the rest are cut into one contiguous share per cluster (stream-K). When an even share
+    would be no shorter than those rounds of whole pairs (the pairs divide evenly among the clusters, say), or
+    the rest has fewer k-tiles than there are clusters, every pair is computed whole."""
+    if min(pairs, tiles_k, clusters) < 1:
+        raise ValueError("pairs, tiles_k and clusters must be at least 1")
+    whole = max(pairs // clusters - 1, 0) * clusters
+    rest = (pairs - whole) * tiles_k
+    shorter = math.ceil(rest / clusters) < math.ceil((pairs - whole) / clusters) * tiles_k
+    dp_pairs = whole if rest >= clusters and shorter else pairs
+    sk_base, sk_units = dp_pairs * tiles_k, (pairs - dp_pairs) * tiles_k
+    schedule = []
+    for c in range(clusters):
+        segments = [(p, 0, tiles_k) for p in range(c, dp_pairs, clusters)]
+        unit, end = sk_base + c * sk_units // clusters, sk_base + (c + 1) * sk_units // clusters
+        while unit < end:
+            pair, kb = divmod(unit, tiles_k)
+            ke = min(tiles_k, kb + end - unit)
+            segments.append((pair, kb, ke))
+            unit += ke - kb
+        schedule.append(segments)
+    return schedule
+
+
+def stream_k_summary(M: int, N: int, K: int, clusters: int, pair_m: int = 256, pair_n: int = 256,
+                     tile_k: int = 64) -> dict[str, float]:
+    """Step 7's schedule at one shape, counted (a model of time: every k-tile costs the same, a fixup nothing):
+    the busiest cluster's k-tiles beside step 6's (whole pairs round robin), the share that saves, and how many
+    pairs are split between clusters."""
+    pairs, tiles_k = math.ceil(M / pair_m) * math.ceil(N / pair_n), math.ceil(K / tile_k)
+    schedule = stream_k_segments(pairs, tiles_k, clusters)
+    busiest = max(sum(ke - kb for _, kb, ke in segments) for segments in schedule)
+    whole_pairs = math.ceil(pairs / clusters) * tiles_k
+    split = {p for segments in schedule for p, kb, ke in segments if ke - kb < tiles_k}
+    return {"pairs": pairs, "k_tiles": tiles_k, "clusters": clusters, "step6_k_tiles": whole_pairs,
+            "step7_k_tiles": busiest, "saving": 1 - busiest / whole_pairs, "split_pairs": len(split)}

@@ -223,6 +223,43 @@ def test_hopper_level_preconditions_and_many_tiles():
         gc.gemm(A, B, "11_hopper_wgmma", step=1, stages=2)
 
 
+# Step 7 (stream-K) at shapes where its schedule splits pairs of tiles between clusters: a few pairs with long K
+# (a dozen clusters per pair), whole rounds before the stream-K part, a decode shape, rows of a pair below M.
+STREAM_K_SHAPES = ((257, 520, 1000), (300, 1032, 2048), (2000, 2056, 1000), (3000, 3000, 520), (64, 2112, 7168),
+                   (4096, 4096, 4096))
+
+
+@pytest.mark.skipif(not gc.gpu_available() or gc.device.compute_capability() != 90, reason="needs sm_90 (Hopper)")
+def test_hopper_stream_k_correct_where_it_splits_and_the_same_bit_for_bit():
+    import cupy
+
+    from gemm_course.models import stream_k_summary
+
+    lv = gc.get_level("11_hopper_wgmma")
+    for shape in STREAM_K_SHAPES:
+        for c_type in ("float32", "input"):
+            for stages in (2, 4):
+                params = lv.resolve(step=7, stages=stages, c_type=c_type)
+                clusters = lv.geometry(*shape, params).grid[0] // 2
+                assert stream_k_summary(*shape, clusters)["split_pairs"] > 0, shape  # the fixup really runs
+                result = gc.check(lv.id, *shape, step=7, stages=stages, c_type=c_type)
+                assert result.passed, str(result)
+    # Whichever cluster sums a split pair, it adds the parts in k order: the same C every time, and the same on a
+    # second stream (which has its own counters and workspace).
+    A, B = gc.random_operands(3000, 3000, 520, "bfloat16")
+    first = gc.gemm(A, B, lv.id, step=7)
+    for _ in range(5):
+        assert bool((gc.gemm(A, B, lv.id, step=7) == first).all())
+    out = cupy.full_like(first, cupy.nan)
+    with cupy.cuda.Stream():
+        gc.gemm(A, B, lv.id, step=7, out=out)
+        gc.gemm(A, B, lv.id, step=7, out=out)  # the packed launch, on this stream's counters
+        cupy.cuda.get_current_stream().synchronize()
+    assert bool((out == first).all())
+    with pytest.raises(ValueError, match="steps 5 and 6 only"):
+        gc.gemm(A, B, lv.id, step=7, arrive_scope="cluster")
+
+
 @pytest.mark.parametrize("level", [lv.id for lv in gc.levels() if lv.batched])
 def test_batched_levels_on_odd_shapes(level):
     for batch, shape in ((3, (33, 65, 17)), (5, (127, 129, 131)), (2, (257, 64, 1000)), (64, (64, 64, 64))):

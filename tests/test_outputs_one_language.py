@@ -70,7 +70,7 @@ CALLS = {
     "gc.notebook.traffic": lambda: nb.traffic("02_smem_tiling", size=8192),
     "gc.notebook.counter_comparison": lambda: nb.counter_comparison("01_naive", "02_smem_tiling"),
     "gc.notebook.blocks_and_waves": lambda: nb.blocks_and_waves("05_register_blocking"),
-    "gc.notebook.tail_schedules": lambda: nb.tail_schedules(),
+    "gc.notebook.stream_k_table": lambda: nb.stream_k_table(),
     "gc.notebook.shapes": lambda: display_text.show(nb.shapes("08_warp_tiling")),
     "gc.notebook.command": lambda: nb.command(["levels"]),
     "gc.notebook.block_order": lambda: nb.block_order(),

@@ -7,6 +7,7 @@ the tensor maps' keys.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import time
@@ -89,7 +90,8 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     fake.ascontiguousarray = lambda x: np.ascontiguousarray(x).view(GpuArray)
     fake.uint16, fake.float32, fake.int32 = np.uint16, np.float32, np.int32
     fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: seen.device),
-                                      get_current_stream=lambda: types.SimpleNamespace(ptr=0))
+                                      get_current_stream=lambda: types.SimpleNamespace(ptr=0),
+                                      Device=lambda device_id: contextlib.nullcontext())
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(device, "gpu_available", lambda: True)
     monkeypatch.setattr(device, "properties",
@@ -122,7 +124,8 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     monkeypatch.setattr(comp, "_compiled_kernel", compiled_kernel)
     monkeypatch.setattr(fp8_gemm, "_make_plan", counting_plan)
     fp8_gemm.clear_prepared()
-    fp8_gemm._tile_counters.cache_clear()  # the stand-in's counters must not outlive the test
+    hopper.zero_counters.cache_clear()  # the stand-in's counters must not outlive the test
+    hopper.stream_k_workspace.cache_clear()
 
     def counting_prepare(*args: Any) -> Any:
         seen.prepared += 1
@@ -138,7 +141,8 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     yield seen
     launch.clear_prepared()
     fp8_gemm.clear_prepared()
-    fp8_gemm._tile_counters.cache_clear()
+    hopper.zero_counters.cache_clear()
+    hopper.stream_k_workspace.cache_clear()
 
 
 def operands(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Any, Any]:

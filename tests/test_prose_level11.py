@@ -50,6 +50,14 @@ def _rec(level, n, dtype=None, **p):
     return results.find(level, n, dtype=dtype, **gc.get_level(level).resolve(**p))
 
 
+def _stream_k(n, c_type="input"):
+    """Step 7 beside step 6 at one shape (n for n³, or (M, N, K)) from the stream-K run (runs.stream_k_rows)."""
+    from gemm_course.display import runs
+
+    shape = (n, n, n) if isinstance(n, int) else tuple(n)
+    return next(r for r in runs.stream_k_rows(c_type=c_type) if r["shape"] == shape)
+
+
 def _cublas(n, dtype=BF16, level=L11):
     return next(r for r in results.recorded(level, dtype=dtype) if r["level"] == "cublas" and r["M"] == n)
 
@@ -202,12 +210,13 @@ def test_level11_refuses_what_it_cannot_run():
     assert lv.shape_rules(33, 64, 40, lv.resolve()) == [] and lv.shape_rules(33, 65, 40, lv.resolve())
     with pytest.raises(ValueError, match="16-byte aligned rows"):  # 65 bf16 columns: 130-byte rows
         encode_tensor_map(0, "bfloat16", 64, 65, 64)
-    # steps 5 and 6 and C's type are choices of the registry; the arrival experiment only for clusters
+    # steps 5 to 7 and C's type are choices of the registry; the arrival experiment only for steps 5 and 6
     params = {p.name: p for p in lv.params}
-    assert params["step"].choices == (1, 2, 3, 4, 5, 6) and params["c_type"].choices == ("float32", "input")
+    assert params["step"].choices == (1, 2, 3, 4, 5, 6, 7) and params["c_type"].choices == ("float32", "input")
     assert lv.resolve(step=5, arrive_scope="cluster")["arrive_scope"] == "cluster"
-    with pytest.raises(ValueError, match="steps 5 and 6 only"):
-        lv.resolve(step=4, arrive_scope="cluster")
+    for step in (4, 7):
+        with pytest.raises(ValueError, match="steps 5 and 6 only"):
+            lv.resolve(step=step, arrive_scope="cluster")
 
 
 def test_bfloat16_conversion_is_exact_and_rounds_to_even():
@@ -418,7 +427,8 @@ def test_level11_steps_5_and_6_timings():
         f"4's {_pct(a['4'])} and {_cyc(a['4'])} in the same run)",
         f"step 5 drops from {_pct(plain5)} to {_pct(fenced5)} of cuBLAS in time ({_cyc(plain5)} to {_cyc(fenced5)} in "
         "cycles)",
-        f"a partly empty last round (a model, up to {rounds / (pairs / clusters) - 1:.0%})",
+        f"Step 7 deals those rounds out evenly, and at this size measures {1 - _stream_k(4096)['time_ratio']:.1%} "
+        "slower than step 6",
     ]
     # C in bf16 rounds like cuBLAS: the same error at 8192³
     blas8 = next(r for r in results.recorded(L11, files=[results.RESULTS_DIR / TOP], dtype=BF16)
@@ -604,13 +614,11 @@ def test_level11_cycles_in_the_same_run():
     assert probe_more > 0 and probe_less_time > 0 and ncu_more > 0  # "every measurement"
     pct = lambda x: f"{x:.1%}"  # noqa: E731
     three = lambda xs: f"{xs[0]}, {xs[1]} and {xs[2]}"  # noqa: E731
-    # the tail: stream-K and ping-pong, a model (models.tail_schedule) beside cuBLAS's tile by its kernel's name
-    from gemm_course.models import tail_schedule
-    tail = {n: tail_schedule(n, n, n, 128, 256, 64, 132) for n in (1024, 2048, 4096)}
+    # the tail: step 7's schedule (models.stream_k_summary) beside cuBLAS's tile by its kernel's name
+    from gemm_course.models import stream_k_summary
+    tail = stream_k_summary(4096, 4096, 4096, 66)
     blas_name = ncu["cublas_bf16"]["kernel"]
-    assert "_256x128_" in blas_name and (4096 // 256) * (4096 // 128) == tail[4096]["tiles"]
-    assert tail[4096]["waves"] == pytest.approx(512 / 132) and tail[2048]["stream_k_saving"] == 0
-    last = tail[4096]["tiles"] - (tail[4096]["rounds"] - 1) * 132
+    assert "_256x128_" in blas_name and (4096 // 256) * (4096 // 128) == 2 * tail["pairs"]
     clocks = [f"{r['sm_clock_mhz']:.0f}" for r in best]
     pair_clocks = [f"{r['cublas_paired_sm_clock_mhz']:.0f}" for r in best]
     assert_prose_says([
@@ -636,32 +644,166 @@ def test_level11_cycles_in_the_same_run():
         f"in a run where it took {pct(probe_less_time)} less time",
         f"({three([pct(c) for c in cyc['step 6, bf16 C']])} of cuBLAS in cycles in the three runs)",
         "even there the power cap holds these kernels below 1980 MHz, each at its own clock",
-        f"At 4096³ that is {tail[4096]['tiles']} tiles of 128×256 over 132 SMs, {tail[4096]['waves']:.2f} waves, so the "
-        f"fourth round runs with {last} of the 132 SMs busy",
         f"(`{blas_name}`, as Nsight Compute reported it in `h200_clock_methods.json`), uses 256×128 tiles, "
-        f"{tail[4096]['tiles']} of them too",
-        f"the {tail[4096]['tiles']} × {tail[4096]['k_iterations']} k-iterations, 64 deep each, are dealt out evenly, "
-        f"each SM does {tail[4096]['stream_k_tiles']:.2f} tiles' worth of work",
-        f"what the even split saves at best, {pct(tail[4096]['stream_k_saving'])} at 4096³, and how many tiles it "
-        f"splits, {tail[4096]['split_tiles']}",
-        f"At 1024³, where {tail[1024]['tiles']} tiles leave {132 - tail[1024]['tiles']} SMs idle, it would save up to "
-        f"{tail[1024]['stream_k_saving']:.0%}; at 2048³, {tail[2048]['tiles']} tiles on 132 SMs, nothing",
+        f"{2 * tail['pairs']} of them",
+        f"{tail['pairs']} pairs over 66 clusters make three full rounds and a fourth in which "
+        f"{tail['pairs'] - 3 * 66} clusters work and {4 * 66 - tail['pairs']} wait",
+        f"a pair at K = 4096 is {tail['k_tiles']} k-tiles of 64",
         "a model, with no measurement behind it, and not a step of this chapter",
     ], prose)
+    assert tail["clusters"] == 66 and 3 * 66 < tail["pairs"] < 4 * 66
 
 
 def test_decode_shapes_sentence_matches_the_tuning_sweep():
-    """'at the four of those shapes with K = 7168 or 16384, step 2's 128×128 tiles number at most 56 for the 132 SMs,
-    step 2 is the fastest setting, and no step reaches two thirds of cuBLAS's speed there' — from the tuner's sweep."""
+    """At the four long-K decode shapes the tuner's sweep finds step 7 fastest in both C types: its gain over the
+    default and its share of cuBLAS, as the stream-K section's last paragraph and the takeaways quote them."""
     from gemm_course.levels import DECODE_SHAPES
     from gemm_course.measure import autotune
 
     shapes = [s for s in DECODE_SHAPES if s[2] in (7168, 16384)]
-    assert len(shapes) == 4 and max(-(-m // 128) * -(-n // 128) for m, n, _ in shapes) == 56
-    for shape in shapes:
-        records = results.sweep_records("11_hopper_wgmma", shape, dtype="bfloat16")
-        assert max(records, key=lambda r: r["tflops"])["params"]["step"] == 2
-        assert max(r["ratio_to_cublas"] for r in records) < 2 / 3
-    assert_prose_says(["step 2's 128×128 tiles number at most 56 for the 132 SMs, step 2 is the fastest setting, "
-                       "and no step reaches two thirds of cuBLAS's speed there"],
-                      _english_prose(Path(__file__).resolve().parents[1] / "notebooks" / "11_hopper_wgmma.ipynb"))
+    rows = [r for r in autotune.tuned_rows(L11) if r["shape"] in shapes]
+    assert len(shapes) == 4 and len(rows) == 8 and all(r["best"]["params"]["step"] == 7 for r in rows)
+    gains, ratios = [r["gain"] for r in rows], [r["best_ratio"] for r in rows]
+    assert_prose_says([f"step 7 is the fastest setting of both kinds, {min(gains):.2f} to {max(gains):.2f} times as "
+                       f"fast as the default, and reaches {min(ratios):.1%} to {max(ratios):.1%} of cuBLAS's speed "
+                       "there in time"], _english_prose(NB))
+
+
+def test_level11_step7_stream_k_measured_and_counted():
+    """Step 7's section: the schedule (the kernel's arithmetic, models.stream_k_segments) and what the stream-K run and
+    the counters measured, shape by shape, in the words of the prose."""
+    from gemm_course.display import runs
+    from gemm_course.measure import counters
+    from gemm_course.models import stream_k_segments, stream_k_summary
+
+    prose = _english_prose(NB)
+    r = {shape: _stream_k(shape) for shape in [row["shape"] for row in runs.stream_k_rows()]}
+    long_k = {s: v for s, v in r.items() if s[0] in (64, 128) and s[2] in (7168, 16384)}
+    k7 = sorted(v["time_ratio"] for s, v in long_k.items() if s[2] == 7168)
+    k16 = sorted(v["time_ratio"] for s, v in long_k.items() if s[2] == 16384)
+    c16 = sorted(v["cycle_ratio"] for s, v in long_k.items() if s[2] == 16384)
+    s6 = [v["step6_vs_cublas"] for v in long_k.values()]
+    s7 = [v["step7_vs_cublas"] for v in long_k.values()]
+    assert all(v["time_ratio"] > 1.5 for v in long_k.values())  # "pays where few pairs meet a long K"
+
+    def holders(shape):  # how many clusters hold a part of one pair, at most
+        M, N, K = shape
+        pairs, tiles_k = -(-M // 256) * -(-N // 256), -(-K // 64)
+        owners: dict = {}
+        for c, segments in enumerate(stream_k_segments(pairs, tiles_k, 66)):
+            for p, _, _ in segments:
+                owners.setdefault(p, set()).add(c)
+        return max(map(len, owners.values()))
+
+    rec16 = {s: (runs.results.find(L11, *s, dtype=BF16, file=runs.STREAM_K_FILE, step=6, c_type="input"),
+                 v["step7_record"]) for s, v in long_k.items() if s[2] == 16384}
+    order16 = sorted(rec16)  # (64, …) then (128, …): as the prose lists the clocks
+    m7 = {s: v["step7_record"] for s, v in r.items()}
+    e, f, o = r[(8192,) * 3], r[(4096,) * 3], r[(1024,) * 3]
+    two, wide = r[(2048,) * 3], sorted(1 - v["time_ratio"] for s, v in r.items() if s[1] == 24576)
+    iqr8 = (m7[(8192,) * 3]["q3_ms"] - m7[(8192,) * 3]["q1_ms"]) / m7[(8192,) * 3]["median_ms"]
+    small = stream_k_summary(1024, 1024, 1024, 66)
+    step6_4096 = runs.results.find(L11, 4096, dtype=BF16, file=runs.STREAM_K_FILE, step=6, c_type="input")
+    assert o["time_ratio"] < 1 and f["time_ratio"] < 1 and two["split_pairs"] == 0 and two["time_ratio"] < 1
+    assert e["time_ratio"] > 1 and e["cycle_ratio"] > 1 and all(x > 0 for x in wide)
+    claims = [
+        f"step 7 is {k7[0]:.2f} and {k7[1]:.2f} times as fast as step 6 at K = 7168 and {k16[0]:.2f} and {k16[1]:.2f} "
+        "times at K = 16384",
+        f"It reaches {min(s7):.1%} to {max(s7):.1%} of cuBLAS in time, where step 6 reaches {min(s6):.1%} to {max(s6):.1%}",
+        f"the busiest cluster's {r[(64, 2112, 7168)]['step6_k_tiles']} k-tiles become {r[(64, 2112, 7168)]['step7_k_tiles']}, "
+        f"and its {r[(64, 7168, 16384)]['step6_k_tiles']} become {r[(64, 7168, 16384)]['step7_k_tiles']}",
+        f"each of those pairs is summed from the parts of up to {holders((64, 2112, 7168))} clusters at K = 7168, up to "
+        f"{holders((64, 7168, 16384))} at K = 16384",
+        f"At K = 16384 the gain is larger in cycles, {c16[0]:.2f} and {c16[1]:.2f} times",
+        f"step 7 ran at {rec16[order16[0]][1]['sm_clock_mhz']:.0f} and {rec16[order16[1]][1]['sm_clock_mhz']:.0f} MHz "
+        f"against step 6's {rec16[order16[0]][0]['sm_clock_mhz']:.0f} and {rec16[order16[1]][0]['sm_clock_mhz']:.0f} MHz",
+        f"At 8192³ the model's {e['saving']:.1%} becomes {e['time_ratio'] - 1:.1%} in time and {e['cycle_ratio'] - 1:.1%} "
+        f"in cycles: {m7[(8192,) * 3]['tflops']:.2f} TFLOPS, {e['step7_vs_cublas']:.1%} of cuBLAS in time and "
+        f"{e['step7_vs_cublas_cycles']:.1%} in cycles (step 6: {e['step6_vs_cublas']:.1%} and "
+        f"{e['step6_vs_cublas_cycles']:.1%})",
+        f"The timings' interquartile range there is {iqr8:.1%} of the median",
+        f"At 4096³, where the model promises {f['saving']:.1%}, step 7 is {1 - f['time_ratio']:.1%} slower than step 6 "
+        f"in time and {1 - f['cycle_ratio']:.1%} in cycles ({m7[(4096,) * 3]['tflops']:.2f} against "
+        f"{step6_4096['tflops']:.2f} TFLOPS)",
+        f"At 1024³, where it promises {o['saving']:.0%}, step 7 is {1 - o['time_ratio']:.0%} slower",
+        f"There {small['pairs']} pairs of {small['k_tiles']} k-tiles are cut into shares of about "
+        f"{small['step7_k_tiles']}",
+        f"the last part to arrive sums the {holders((1024,) * 3) - 1} or {holders((1024,) * 3)} parts of its pair",
+        f"At 2048³ the schedule splits nothing and step 7 still runs {1 - two['time_ratio']:.1%} slower",
+        f"At N = 24576 and K = 1536 it is {wide[0]:.1%} and {wide[1]:.1%} slower, against a model saving of "
+        f"{r[(64, 24576, 1536)]['saving']:.0%}",
+        f"{min(k7 + k16):.2f} to {max(k7 + k16):.2f} times step 6 at the four decode shapes with K = 7168 or 16384",
+        f"At 4096³ its fixup and the A and B it reads again from HBM cost more than the partly empty round it removes: "
+        f"{1 - f['time_ratio']:.1%} slower",
+        f"and {e['time_ratio'] - 1:.1%} in time at 8192³",
+    ]
+    assert_prose_says(claims, prose)
+    # the counters at 4096³, bf16 C: step 7's file, step 6's from the chapter's counters file
+    c7 = counters.find(L11, step=7, c_type="input")
+    c6 = counters.find(L11, step=6, c_type="input")
+    assert c7["file"] == "h200_counters_11_stream_k.json" and c6["file"] == "h200_counters_09_11.json"
+    m7c, m6c = c7["metrics"], c6["metrics"]
+    partial_bytes = f["split_pairs"] * 4 * 64 * 256 * 4  # split pairs × consumer warpgroups × 64 KB
+    assert m6c["global_store_sectors"] == m6c["global_load_sectors"] == 0
+    assert abs(m7c["global_store_sectors"] * 32 - partial_bytes) < 0.001 * partial_bytes  # the fixup, all of it
+    extra = m7c["dram_read_bytes"] - m6c["dram_read_bytes"]
+    assert extra > partial_bytes  # more than the fixup's own reads: A and B again
+    assert_prose_says([
+        f"step 7 executes global stores and loads that touch {m7c['global_store_sectors']:,.0f} sectors each, "
+        f"{partial_bytes / 1e6:.1f} MB written and read back, where step 6 executes none. That is {f['split_pairs']} "
+        "split pairs × 4 consumer warpgroups × 64 KB",
+        f"reads from HBM grow from {m6c['dram_read_bytes'] / 1e9:.3f} GB to {m7c['dram_read_bytes'] / 1e9:.3f} GB. The "
+        f"fixup's reads account for at most {partial_bytes / 1e6:.1f} MB of those {extra / 1e6:.0f} MB, and L2's hit rate "
+        f"falls from {m6c['l2_hit_pct']:.1f}% to {m7c['l2_hit_pct']:.1f}%",
+        f"The tensor pipe is busy {m7c['tensor_pipe_pct']:.1f}% of step 7's time, against step 6's "
+        f"{m6c['tensor_pipe_pct']:.1f}%",
+    ], prose)
+    assert m7c["global_load_sectors"] == m7c["global_store_sectors"]
+    # the ladder page quotes the same run
+    assert_prose_says([f"measured {e['step7_vs_cublas']:.1%} of cuBLAS in time and {e['step7_vs_cublas_cycles']:.1%} in "
+                       f"cycles at 8192³ with bf16 C, and {min(k7 + k16):.2f} to {max(k7 + k16):.2f} times step 6's speed "
+                       "at the decode shapes with K = 7168 or 16384"],
+                      "\n".join(c for c in (ROOT / "book" / "ladder.md").read_text(encoding="utf-8").split("+++")
+                                if '"lang-en"' in c[:40]))
+
+
+def test_step7_gpu_test_described_as_it_runs():
+    """The Test section's sentence on step 7 names what tests/test_gpu.py runs (its STREAM_K_SHAPES)."""
+    import ast
+
+    from gemm_course.models import stream_k_segments
+
+    source = (ROOT / "tests" / "test_gpu.py").read_text(encoding="utf-8")
+    shapes = next(ast.literal_eval(node.value) for node in ast.parse(source).body
+                  if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "STREAM_K_SHAPES")
+    assert (257, 520, 1000) in shapes and (4096, 4096, 4096) in shapes and (64, 2112, 7168) in shapes
+    assert "for stages in (2, 4)" in source and "for _ in range(5)" in source and "cupy.cuda.Stream()" in source
+    owners: dict = {}
+    for c, segments in enumerate(stream_k_segments(-(-257 // 256) * -(-520 // 256), -(-1000 // 64), 66)):
+        for p, _, _ in segments:
+            owners.setdefault(p, set()).add(c)
+    share = {len(v) for v in owners.values()}
+    assert len(share) == 1
+    assert_prose_says([f"and for step 7, {['no', 'one', 'two', 'three', 'four', 'five', 'six'][len(shapes)]} shapes at "
+                       f"which its schedule splits pairs of tiles between clusters (from 257×520×1000, where "
+                       f"{share.pop()} clusters share each pair, to 4096³, and the decode shape 64×2112×7168), with 2 and "
+                       "4 stages and both types of C"], _english_prose(NB))
+
+
+def test_stream_k_schedule_covers_every_k_tile_once():
+    """models.stream_k_segments, the kernel's arithmetic: every k-tile of every pair exactly once, a share of at
+    least one k-tile whenever a pair is split, and step 6's whole pairs where an even share would save nothing."""
+    from gemm_course.models import stream_k_segments, stream_k_summary
+
+    for pairs in (1, 2, 5, 9, 28, 64, 65, 66, 67, 96, 133, 256):
+        for tiles_k in (1, 2, 3, 16, 24, 64, 112):
+            for clusters in (1, 2, 4, 66):
+                schedule = stream_k_segments(pairs, tiles_k, clusters)
+                seen = [(p, k) for segments in schedule for p, kb, ke in segments for k in range(kb, ke)]
+                assert sorted(seen) == [(p, k) for p in range(pairs) for k in range(tiles_k)]
+                if any(ke - kb < tiles_k for segments in schedule for _, kb, ke in segments):
+                    assert all(segments for segments in schedule)  # every cluster between head and last has a part
+    assert stream_k_summary(2048, 2048, 2048, 66)["split_pairs"] == 0  # one round of 64 pairs: nothing to gain
+    assert stream_k_summary(4096, 4096, 4096, 66)["step7_k_tiles"] == 249
+    with pytest.raises(ValueError):
+        stream_k_segments(0, 4, 66)

@@ -717,3 +717,42 @@ def launch_map_figure(rows: int = 1, cols: int = 10, block_x: int = 4, block_y: 
     fig = _base_layout(fig, title, 220 if one_d else 180 + 34 * height)
     fig.update_layout(margin=dict(t=110))
     return fig
+
+
+# --- Level 11 step 7: whole pairs of tiles against stream-K's even shares ---------------------------
+
+def stream_k_figure(pairs: int = 10, tiles_k: int = 8, clusters: int = 4) -> go.Figure:
+    """Which cluster computes which k-tiles of which pair of tiles, in the order it computes them (time in
+    k-tiles, as a model: every k-tile takes the same time, a fixup none): above, step 6's whole pairs round
+    robin; below, step 7's schedule (models.stream_k_segments), the same arithmetic as its kernel. A bar is
+    one segment, coloured by its pair; a pair cut between clusters is labelled with its k-tiles."""
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
+
+    palette = qualitative.Pastel
+    whole = [[(p, 0, tiles_k) for p in range(c, pairs, clusters)] for c in range(clusters)]
+    streamed = models.stream_k_segments(pairs, tiles_k, clusters)
+    busiest = [max(sum(ke - kb for _, kb, ke in s) for s in schedule) for schedule in (whole, streamed)]
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=(
+        f"step 6, whole pairs: the busiest cluster computes {busiest[0]} k-tiles · "
+        f"第 6 步，整块对：最忙的簇计算 {busiest[0]} 个 k 分块",
+        f"step 7, stream-K: {busiest[1]} k-tiles · 第 7 步，stream-K：{busiest[1]} 个 k 分块"))
+    for row, schedule in enumerate((whole, streamed), start=1):
+        for c, segments in enumerate(schedule):
+            start = 0
+            for p, kb, ke in segments:
+                split = ke - kb < tiles_k
+                fig.add_trace(go.Bar(
+                    y=[f"cluster {c} · 簇 {c}"], x=[ke - kb], base=[start], orientation="h", showlegend=False,
+                    marker=dict(color=palette[p % len(palette)], line=dict(color="#333" if split else "white",
+                                                                       width=2 if split else 1)),
+                    text=[f"p{p} k{kb}–{ke - 1}" if split else f"p{p}"], textposition="inside",
+                    insidetextanchor="middle", hovertemplate=f"pair {p}, k-tiles {kb}–{ke - 1}<extra></extra>"),
+                    row, 1)
+                start += ke - kb
+        fig.update_yaxes(autorange="reversed", row=row, col=1)
+        fig.update_xaxes(range=[0, busiest[0] + 0.5], title="k-tiles computed (time, as a model) · 已计算的 k 分块"
+                                                            "（时间，模型）", row=row, col=1)
+    fig.update_layout(barmode="overlay")
+    return _panel_layout(fig, f"{pairs} pairs of tiles × {tiles_k} k-tiles on {clusters} clusters · "
+                              f"{clusters} 个簇上的 {pairs} 个分块对 × {tiles_k} 个 k 分块", 40 * clusters + 60)

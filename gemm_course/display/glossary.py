@@ -461,6 +461,19 @@ GROUPS: tuple[Group, ...] = (
           "It gives a small or thin GEMM enough blocks to fill the SMs.",
           "把 K 维分给几个线程块，各自算出 C 的部分和，再把各部分相加。它让规模小或形状细长的 GEMM 也有足够的线程块填满各个 SM。",
           en_aliases=("split K", "split-k"), zh_aliases=("K 维切分", "split K")),
+        T("stream-k", "stream-K", "stream-K",
+          "A schedule that deals out the k-tiles of all tiles of C, rather than whole tiles, in equal contiguous "
+          "shares, one per SM (or cluster), so that no SM idles through a last, partly full round. A tile whose "
+          "k-tiles two workers share is summed by a fixup.",
+          "一种调度：不是按完整分块，而是把 C 所有分块的 k 分块按连续、等长的份额分给各个 SM（或簇），每个一份，"
+          "使没有哪个 SM 在只部分填满的最后一轮里闲着。k 分块由两个执行者分担的分块，要经过合并（fixup）求和。",
+          en_aliases=("stream K", "streamK"), zh_aliases=("stream K",)),
+        T("fixup", "fixup", "合并（fixup）",
+          "In split-K or stream-K: adding up the partial sums of a tile that several blocks computed, through a "
+          "workspace in global memory, before the tile's epilogue writes C.",
+          "在 split-K 或 stream-K 中：几个线程块各算出同一分块的部分和，经全局内存中的工作区把它们相加，"
+          "然后由该分块的尾处理写出 C。",
+          en_aliases=("fix-up",), zh_aliases=("fixup",)),
         T("persistent-kernel", "persistent kernel", "持久化内核",
           "A kernel that launches only as many blocks as fit on the SMs at once; each block loops over many tiles "
           "of C, so setup is paid once and one tile's epilogue overlaps the next tile's loads.",

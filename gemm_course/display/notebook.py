@@ -20,7 +20,7 @@ from gemm_course.display.ceilings import (  # noqa: F401
 from gemm_course.display.memory import (  # noqa: F401
     coalescing_sectors, banks, traffic)
 from gemm_course.display.runs import (  # noqa: F401
-    LIVE_SIZES, performance, sweep, compare, fusion, blocks_and_waves, tail_schedules, ladder, batched)
+    LIVE_SIZES, performance, sweep, compare, fusion, blocks_and_waves, stream_k_table, ladder, batched)
 from gemm_course.display.tuning import tuned  # noqa: F401
 from gemm_course.display.counter_tables import (  # noqa: F401
     predict_vs_measure, counter_comparison)

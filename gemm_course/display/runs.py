@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 from gemm_course import device
 from gemm_course.measure import results
-from gemm_course.bilingual.text import Shown, Table, show as show_text, text
+from gemm_course.bilingual.text import Fold, Shown, Table, show as show_text, text
 from gemm_course.run.dtypes import min_cc
 from gemm_course.levels import Level, get_level
 from gemm_course.display.plots import performance_figure, show, sweep_figure
@@ -226,21 +226,56 @@ def blocks_and_waves(level: str | int | Level, sizes: Sequence[int] = (256, 512,
     return Shown(rows)
 
 
-def tail_schedules(sizes: Sequence[int] = (1024, 2048, 4096, 8192), tile: tuple[int, int, int] = (128, 256, 64),
-                   sm_count: int = 132) -> list[dict]:
-    """Level 11's whole-tile schedule beside stream-K's even split of the k-iterations, per square size
-    (models.tail_schedule): a model, not a measurement; no kernel of the course runs stream-K."""
-    from gemm_course.models import tail_schedule
+STREAM_K_FILE = "h200_11_stream_k.json"  # Level 11 steps 6 and 7 in one run, at squares and the decode shapes
 
-    rows = [{"size": n, **tail_schedule(n, n, n, *tile, sm_count)} for n in sizes]
-    cells = [[f"{r['size']}³", str(r["tiles"]), f"{r['waves']:.2f}", str(r["rounds"]), f"{r['data_parallel_busy']:.0%}",
-              f"{r['stream_k_tiles']:.2f}", f"{r['stream_k_saving']:.1%}", str(r["split_tiles"])] for r in rows]
-    show_text(Table([text("size", "规模"), text("tiles", "分块数"), text("waves", "波次"),
-                     text("rounds, whole tiles", "整块调度的轮数"), text("slots used", "槽位利用率"),
-                     text("stream-K: tiles of work per SM", "stream-K：每个 SM 的工作量（分块）"),
-                     text("time saved at best", "最多节省的时间"), text("tiles split (fixups)", "被拆分的分块（需合并）")],
-                    cells, caption=text(f"a model: {tile[0]}×{tile[1]} tiles, k-iterations of {tile[2]}, {sm_count} SMs",
-                                        f"模型：{tile[0]}×{tile[1]} 分块，每次 k 迭代 {tile[2]}，{sm_count} 个 SM")))
+
+def stream_k_rows(file: str = STREAM_K_FILE, c_type: str = "input") -> list[dict[str, Any]]:
+    """Per recorded shape: step 7's schedule counted (models.stream_k_summary, with the recorded GPU's SMs / 2
+    clusters, the driver's answer on the H200) beside steps 6 and 7 measured in one run, each with its own
+    clock: step 7's time and cycles over step 6's, and both against the cuBLAS timing paired with each."""
+    from gemm_course.models import stream_k_summary
+
+    level, path = "11_hopper_wgmma", results.RESULTS_DIR / file
+    rows: list[dict[str, Any]] = []
+    if not path.exists():
+        return rows
+    step7 = [r for r in results.recorded(level, files=[path], dtype="bfloat16")
+             if r["level"] == level and r["params"]["step"] == 7 and r["params"]["c_type"] == c_type]
+    for r7 in step7:
+        shape = (r7["M"], r7["N"], r7["K"])
+        r6 = results.find(level, *shape, dtype="bfloat16", file=file, step=6, c_type=c_type)
+        model = stream_k_summary(*shape, r7["provenance"]["sm_count"] // 2)
+        rows.append({"shape": shape, **model, "step6_ms": r6["median_ms"], "step7_ms": r7["median_ms"],
+                     "time_ratio": r6["median_ms"] / r7["median_ms"],
+                     "cycle_ratio": (r6["median_ms"] * r6["sm_clock_mhz"]) / (r7["median_ms"] * r7["sm_clock_mhz"]),
+                     "step6_vs_cublas": r6["ratio_to_cublas"], "step7_vs_cublas": r7["ratio_to_cublas"],
+                     "step6_vs_cublas_cycles": results.in_cycles(r6), "step7_vs_cublas_cycles": results.in_cycles(r7),
+                     "step7_record": r7})
+    return rows
+
+
+def stream_k_table(file: str = STREAM_K_FILE, c_type: str = "input") -> list[dict[str, Any]]:
+    """stream_k_rows as a table, folded: what the model promised and what the H200 measured, shape by shape."""
+    rows = stream_k_rows(file, c_type)
+    if not rows:
+        say(f"not recorded: {file}", f"没有记录：{file}")
+        return Shown()
+    cells = [["×".join(map(str, r["shape"])), str(r["pairs"]), str(r["k_tiles"]),
+              f"{r['step6_k_tiles']} → {r['step7_k_tiles']}", f"{r['saving']:.0%}", str(r["split_pairs"]),
+              f"{r['time_ratio']:.2f}×", f"{r['cycle_ratio']:.2f}×",
+              f"{r['step6_vs_cublas']:.0%} → {r['step7_vs_cublas']:.0%}"] for r in rows]
+    saved = sum(r["time_ratio"] > 1 for r in rows)
+    prov = results.provenance_line(rows[0]["step7_record"])
+    show_text(Fold(text(f"Stream-K at {len(rows)} shapes: the model's saving beside the measured speed-up, faster at "
+                        f"{saved} (table)",
+                        f"{len(rows)} 个形状上的 stream-K：模型预计的节省与实测的加速，{saved} 个形状更快（表）"),
+                   Table([text("shape", "形状"), text("pairs of tiles", "分块对"), text("k-tiles per pair", "每对的 k 分块"),
+                          text("k-tiles, busiest cluster: step 6 → 7", "最忙的簇的 k 分块：第 6 步 → 第 7 步"),
+                          text("model: saved", "模型：节省"), text("pairs split", "被拆分的分块对"),
+                          text("measured: step 7 faster, in time", "实测：第 7 步加速（时间）"),
+                          text("in cycles", "（周期）"), text("of cuBLAS, in time: step 6 → 7", "相对 cuBLAS（时间）：第 6 步 → 7")],
+                         cells, caption=text(f"C in bf16; model: every k-tile the same time, a fixup none; {prov}",
+                                             f"C 为 bf16；模型：每个 k 分块耗时相同，合并不计时间；{prov}"))))
     return Shown(rows)
 
 

@@ -370,16 +370,6 @@ def _device_scales(s: Any, cupy: Any) -> Any:
     return cupy.ascontiguousarray(cupy.asarray(s, dtype=cupy.float32).reshape(-1))
 
 
-@functools.lru_cache(maxsize=32)
-def _tile_counters(tiles: int, device_id: int, stream: int) -> Any:
-    """Split-K's counters, one per tile, zero. Kept per GPU and stream: the kernel sets every counter back to
-    zero before it ends, and the launches on one stream run one after another, so the next launch finds them
-    zero (a stream of its own for concurrent calls)."""
-    import cupy
-
-    return cupy.zeros(tiles, dtype=cupy.int32)
-
-
 def _sm_count() -> int:
     return int(device.properties()["multiProcessorCount"])
 
@@ -511,7 +501,7 @@ def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: 
     with it). fp8_gemm() is the same checks then one launch. A call that repeats an earlier one (same shapes,
     types, alignment, setting, out given or not, GPU) skips the checks and the kernel look-up; the tensor
     maps (cached by address and shape), the scales, C and the split-K slices are this call's own, and the
-    tile counters, which the kernel leaves at zero, are kept per stream (_tile_counters).
+    tile counters, which the kernel leaves at zero, are kept per stream (hopper.zero_counters).
     """
     plan = _planned(a_bits, a_scales, b_bits, b_scales, scaling, out, stages=stages, block_n=block_n,
                     overlap=overlap, splits=splits, block_m=block_m)
@@ -523,7 +513,7 @@ def _arguments(plan: _Plan, a_bits: Any, a_scales: Any, b_bits: Any, b_scales: A
     """The kernel's arguments for this call's arrays, and C."""
     import cupy
 
-    from gemm_course.run.hopper import _device_tensor_map
+    from gemm_course.run.hopper import _device_tensor_map, zero_counters
 
     M, N, K = plan.M, plan.N, plan.K
     dev = a_bits.device.id
@@ -537,7 +527,7 @@ def _arguments(plan: _Plan, a_bits: Any, a_scales: Any, b_bits: Any, b_scales: A
     if plan.n_splits:
         # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order)
         # and a counter per tile, which starts at zero and which the kernel leaves at zero.
-        counters = _tile_counters(plan.tiles, dev, cupy.cuda.get_current_stream().ptr)
+        counters = zero_counters(plan.tiles, dev, cupy.cuda.get_current_stream().ptr)
         args += (np.int32(plan.n_splits), _split_slices(plan), counters)
     return args, C
 

@@ -2,7 +2,7 @@
 // accumulation; C in fp32, or in the inputs' type (c_type = "input": bf16 or fp16, as cuBLAS writes it).
 // Needs sm_90a (H100, H200, GH200): wgmma and setmaxnreg exist only there.
 //
-// Six steps, each one measured row in the chapter (steps 3–4 share a kernel template, and so do 5–6):
+// Seven steps, each one measured row in the chapter (steps 3–4 share a kernel template, and so do 5–7):
 //
 //   step 1  hopper_wgmma_plain      one warpgroup (4 warps, 128 threads) per 64×128 tile of C.
 //                                   All threads copy a k-tile into shared memory with 16-byte loads,
@@ -28,6 +28,11 @@
 //                                   128-byte swizzled pieces into 2 buffers, and one thread sends each
 //                                   piece out with a TMA store under the next tile's wgmma; before a
 //                                   buffer is reused, cp.async.bulk.wait_group.read says TMA has read it.
+//   step 7  hopper_wgmma_streamk    step 6, and stream-K for the last rounds: when the pairs of tiles do
+//                                   not divide evenly among the clusters, the last one or two rounds'
+//                                   k-tiles are dealt out evenly instead, so no cluster idles through a
+//                                   last, partly empty round; a pair whose k-tiles two or more clusters
+//                                   share is summed through a workspace in global memory (a "fixup").
 //
 // Shared-memory layout (all steps): the 128-byte swizzle that TMA writes and wgmma reads.
 //
@@ -393,17 +398,160 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[128], unsigned c
     }
 }
 
-template <bool BF16, int STAGES, typename OutT = float, bool TMA_STORE = false, bool RELEASE_CLUSTER = false>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
-hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
-                       const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K)
+// --- step 7: stream-K, the last rounds' k-tiles dealt out evenly -----------------------------------
+//
+// Steps 4–6 hand out whole tiles (step 5 on: pairs of tiles, one per cluster). At 4096³ that is 256
+// pairs for 66 clusters: three full rounds and a fourth in which 58 clusters work and 8 wait. Stream-K
+// (Osama et al., 2023) counts the work in k-tiles instead: a pair at K = 4096 is 64 of them. The
+// first rounds stay whole pairs, as before; the k-tiles of the rest (here 124 pairs × 64: the last
+// round and one full round before it, so that each share is longer than one pair) are cut into one
+// contiguous, equal share per cluster:
+//
+//      cluster c:   pairs c, c+66 (whole)   |   its share of the k-tiles of pairs 132 … 255
+//                                               ── 120 or 121 k-tiles, which may start or end mid-pair
+//
+// A pair whose k-tiles two or more clusters hold is summed through a workspace (a "fixup"). Each
+// consumer warpgroup does it for its own 64 rows, so every counter and workspace slot below is per
+// (block rank, consumer). The cluster holding the pair's k-tile 0 (the "head") reaches that part
+// last, at the end of its share; the others hold later k-tiles, at the start of theirs. So:
+//
+//   a later part's cluster   writes its partial sums to its slot, then adds 1 to the pair's counter;
+//   the head                 reads the counter: if every later part has arrived, it adds their slots
+//                            to its registers and stores C; if not (a cluster started late), it
+//                            writes its own partial sums too and adds 1 as well.
+//
+// Whoever's 1 completes the count is the fixer: it sums the parts in k order (head, then the later
+// clusters), so C is the same bit for bit whichever cluster finished last, and sets the counter back
+// to zero for the next launch. Nobody waits for anybody, so the schedule cannot deadlock even when
+// some clusters start only after others have finished.
+
+struct Segment { int pair, kb, ke; };  // k-tiles kb ≤ kt < ke of one pair
+
+// The segments of one cluster, in the order both its blocks, producer and consumers alike, walk them.
+// Unit u = pair · tiles_k + k-tile; the stream-K part starts at the unit sk_base.
+struct ClusterWork {
+    int tiles_k, cluster, clusters, dp_pairs, next_pair;
+    long long sk_base, sk_units, unit, unit_end;
+
+    __device__ ClusterWork(int pairs, int tiles_k_, int cluster_, int clusters_, bool stream_k)
+        : tiles_k(tiles_k_), cluster(cluster_), clusters(clusters_), next_pair(cluster_)
+    {
+        // Whole pairs for all but the last two rounds (or the last one, if there is only one). All of them
+        // when an even share would be no shorter than those rounds of whole pairs (they divide evenly, say),
+        // or when the rest has fewer k-tiles than there are clusters: every share then holds at least one
+        // k-tile, so each cluster between a pair's head and its last part has a part of it (the count the
+        // fixup waits for).
+        dp_pairs = pairs;
+        const int whole = max(pairs / clusters - 1, 0) * clusters;
+        const long long rest = (long long)(pairs - whole) * tiles_k, share = (rest + clusters - 1) / clusters;
+        const long long rounds_of_rest = (pairs - whole + clusters - 1) / clusters;
+        if (stream_k && rest >= clusters && share < rounds_of_rest * tiles_k) dp_pairs = whole;
+        sk_base = (long long)dp_pairs * tiles_k;
+        sk_units = (long long)(pairs - dp_pairs) * tiles_k;
+        unit = sk_base + cluster * sk_units / clusters;
+        unit_end = sk_base + (cluster + 1) * sk_units / clusters;
+    }
+
+    __device__ bool next(Segment& s)
+    {
+        if (next_pair < dp_pairs) {
+            s = {next_pair, 0, tiles_k};
+            next_pair += clusters;
+            return true;
+        }
+        if (unit >= unit_end) return false;
+        s.pair = (int)(unit / tiles_k);
+        s.kb = (int)(unit % tiles_k);
+        s.ke = (int)min((long long)tiles_k, s.kb + (unit_end - unit));
+        unit += s.ke - s.kb;
+        return true;
+    }
+
+    // The cluster whose share holds stream-K unit u: the largest c with c · sk_units / clusters ≤ u - sk_base.
+    __device__ int holder(long long u) const { return (int)(((u - sk_base + 1) * clusters - 1) / sk_units); }
+};
+
+constexpr int PARTIAL_FLOATS = 64 * 256;  // one consumer's 64 rows × 256 columns of fp32 partial sums
+
+// A slot of the workspace: role 0 holds a cluster's first part (it starts after k-tile 0), role 1 a
+// head's part written because the count was not complete. One per (cluster, role, rank, consumer).
+__device__ __forceinline__ float* partial_slot(float* workspace, int cluster, int role, int rank, int consumer)
+{
+    return workspace + ((((size_t)cluster * 2 + role) * 2 + rank) * 2 + consumer) * PARTIAL_FLOATS;
+}
+
+// Partial sums in register order, 16 bytes per thread side by side: each instruction of the warpgroup
+// moves 2 KB of consecutive memory, and the reader, the same thread of another cluster, finds its own.
+template <int REGS>
+__device__ __forceinline__ void write_partial(const float (&d)[REGS], float* slot, int thread)
+{
+    float4* out = reinterpret_cast<float4*>(slot) + thread;
+#pragma unroll
+    for (int i = 0; i < REGS / 4; ++i) out[i * 128] = make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]);
+}
+
+template <int REGS, bool ADD>
+__device__ __forceinline__ void read_partial(float (&d)[REGS], const float* slot, int thread)
+{
+    const float4* in = reinterpret_cast<const float4*>(slot) + thread;
+#pragma unroll
+    for (int i = 0; i < REGS / 4; ++i) {
+        const float4 v = in[i * 128];
+        d[4 * i] = ADD ? d[4 * i] + v.x : v.x;
+        d[4 * i + 1] = ADD ? d[4 * i + 1] + v.y : v.y;
+        d[4 * i + 2] = ADD ? d[4 * i + 2] + v.z : v.z;
+        d[4 * i + 3] = ADD ? d[4 * i + 3] + v.w : v.w;
+    }
+}
+
+// The end of a segment that is only part of its pair's k-tiles. Returns whether this warpgroup now
+// holds the pair's whole sum in d (it is the fixer and stores C); otherwise its part is in the workspace.
+// The ordering is Level 13's split-K's: the warpgroup's stores, its barrier, then one acquire-release
+// atomic by one thread; the fixer's threads read the slots after the barrier that follows its acquire.
+template <int REGS>
+__device__ bool stream_k_fixup(float (&d)[REGS], const ClusterWork& work, const Segment& s, float* workspace,
+                               int* counters, int rank, int consumer, int thread, volatile int* flag)
+{
+    const long long first = (long long)s.pair * work.tiles_k;
+    const int head = work.holder(first), last = work.holder(first + work.tiles_k - 1);
+    const int later_parts = last - head;  // clusters after the head that hold some of this pair's k-tiles
+    int* counter = counters + (s.pair * 2 + rank) * 2 + consumer;
+    const bool is_head = s.kb == 0;
+    if (thread == 0) *flag = is_head && load_acquire(counter) == later_parts;
+    warpgroup_barrier(consumer);
+    bool fixer = *flag;
+    if (!fixer) {
+        write_partial(d, partial_slot(workspace, work.cluster, is_head ? 1 : 0, rank, consumer), thread);
+        warpgroup_barrier(consumer);  // every thread's part is stored before the one atomic publishes them
+        if (thread == 0) *flag = arrive_acq_rel(counter) == later_parts;
+        warpgroup_barrier(consumer);
+        fixer = *flag;
+    }
+    if (fixer) {
+        // In k order whoever sums: the head's part first (from its registers if this is the head), then the
+        // later clusters' parts, this one's own among them re-read from its slot.
+        if (!is_head) read_partial<REGS, false>(d, partial_slot(workspace, head, 1, rank, consumer), thread);
+        for (int c = head + 1; c <= last; ++c)
+            read_partial<REGS, true>(d, partial_slot(workspace, c, 0, rank, consumer), thread);
+        if (thread == 0) *counter = 0;  // every part has arrived: ready for the next launch
+    }
+    warpgroup_barrier(consumer);  // the flag is read by all before thread 0 writes it again
+    return fixer;
+}
+
+// Steps 5–7: the kernel body (two kernels below pick the template arguments and parameters).
+template <bool BF16, int STAGES, typename OutT, bool TMA_STORE, bool RELEASE_CLUSTER, bool STREAM_K>
+__device__ __forceinline__ void clustered_gemm(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
+                                               const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N,
+                                               int K, float* __restrict__ workspace, int* __restrict__ counters)
 {
     constexpr int BM = 128, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
     constexpr int CLUSTER = 2, CONSUMER_WARPS = 8;
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ int fixer_flag[2];  // step 7: one per consumer
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;  // same offsets in both blocks
-    const unsigned c_base = b_base + STAGES * B_BYTES;  // step 6: 2 pieces of C per consumer
+    const unsigned c_base = b_base + STAGES * B_BYTES;  // steps 6, 7: 2 pieces of C per consumer
     const int tid = threadIdx.x, wg = tid / 128;
     const unsigned rank = cluster_rank();
     // A pair of tiles is a 256×256 piece of C: tile_origin walks pairs as step 4 walks tiles.
@@ -427,12 +575,13 @@ hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __r
         // and the two diverged paths would share the warp's issue slots: the producer slows down.)
         if (tid < 32) {
             int it = 0;
-            for (int p = cluster; p < pairs; p += clusters) {
+            ClusterWork work(pairs, tiles_k, cluster, clusters, STREAM_K);
+            for (Segment seg; work.next(seg);) {
                 int m0, n0;
-                tile_origin<2 * BM, BN>(p, M, N, m0, n0);
+                tile_origin<2 * BM, BN>(seg.pair, M, N, m0, n0);
                 m0 += rank * BM;
                 const bool rows_inside = m0 < M;
-                for (int kt = 0; kt < tiles_k; ++kt, ++it) {
+                for (int kt = seg.kb; kt < seg.ke; ++kt, ++it) {
                     const int s = it % STAGES;
                     const unsigned bar = smem_u32(&full[s]);
                     mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // both blocks left s
@@ -462,23 +611,29 @@ hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __r
         const int consumer = wg - 1;
         unsigned char* c_buffers = smem + (c_base - smem_u32(smem)) + consumer * 2 * C_PIECE_BYTES;
         int it = 0, pieces = 0;
-        for (int p = cluster; p < pairs; p += clusters) {
+        ClusterWork work(pairs, tiles_k, cluster, clusters, STREAM_K);
+        for (Segment seg; work.next(seg);) {
             int m0, n0;
-            tile_origin<2 * BM, BN>(p, M, N, m0, n0);
+            tile_origin<2 * BM, BN>(seg.pair, M, N, m0, n0);
             m0 += rank * BM;
             float d[BN / 2] = {};  // zeroed: the first wgmma ignores d (scale-d = 0), but its asm reads it ("+f")
-            for (int kt = 0; kt < tiles_k; ++kt, ++it) {
+            for (int kt = seg.kb; kt < seg.ke; ++kt, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
                 wgmma_fence();
-                wgmma_k_tile<BF16>(d, a_base + s * A_BYTES + rows * 128, b_base + s * B_BYTES, kt == 0);
+                wgmma_k_tile<BF16>(d, a_base + s * A_BYTES + rows * 128, b_base + s * B_BYTES, kt == seg.kb);
                 wgmma_commit();
-                wgmma_wait<1>();  // k-tile kt-1's wgmma is done: its stage can go
-                if (kt > 0 && releaser) release((it - 1) % STAGES);
+                wgmma_wait<1>();  // the previous k-tile's wgmma is done: its stage can go
+                if (kt > seg.kb && releaser) release((it - 1) % STAGES);
             }
             wgmma_wait<0>();
             if (releaser) release((it - 1) % STAGES);
             pin(d);
+            if constexpr (STREAM_K) {
+                if ((seg.kb != 0 || seg.ke != tiles_k) &&
+                    !stream_k_fixup(d, work, seg, workspace, counters, rank, consumer, thread, &fixer_flag[consumer]))
+                    continue;  // this part waits in the workspace for the pair's fixer
+            }
             if constexpr (TMA_STORE)
                 store_tile_tma<BF16, OutT>(d, c_buffers, c_base + consumer * 2 * C_PIECE_BYTES, map_c, M, N,
                                            m0 + rows, n0, thread, consumer, pieces);
@@ -488,4 +643,24 @@ hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __r
         if (TMA_STORE && thread == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // C is out
     }
     cluster_sync();  // neither block leaves while the other may still write to its shared memory
+}
+
+// Steps 5 and 6.
+template <bool BF16, int STAGES, typename OutT = float, bool TMA_STORE = false, bool RELEASE_CLUSTER = false>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
+hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
+                       const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K)
+{
+    clustered_gemm<BF16, STAGES, OutT, TMA_STORE, RELEASE_CLUSTER, false>(map_a, map_b, map_c, C, M, N, K, nullptr, nullptr);
+}
+
+// Step 7: workspace holds clusters × 8 slots of PARTIAL_FLOATS floats; counters one int per (pair, rank,
+// consumer), zero at the launch (the kernel leaves them zero).
+template <bool BF16, int STAGES, typename OutT = float>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
+hopper_wgmma_streamk(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
+                     const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K,
+                     float* __restrict__ workspace, int* __restrict__ counters)
+{
+    clustered_gemm<BF16, STAGES, OutT, true, false, true>(map_a, map_b, map_c, C, M, N, K, workspace, counters);
 }

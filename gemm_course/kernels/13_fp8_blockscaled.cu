@@ -326,15 +326,7 @@ __device__ __forceinline__ void each_element(float (&acc)[REGS], float* top, int
 // A split unit's end: write the partial tile into this split's slice of the workspace (M×N floats
 // per split); the last unit of the tile to arrive adds the slices in split order and writes bf16 C.
 // Ordering: the consumers' stores, then the CTA barrier, then ONE acquire-release atomic on the
-// tile's counter (by one thread, where __threadfence would be a full fence in every thread). Release
-// publishes every store the barrier ordered before it; acquire, in the last unit, makes the other
-// units' stores visible before the barrier that lets its threads read them.
-__device__ __forceinline__ int arrive_acq_rel(int* counter)
-{
-    int old;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
-    return old;
-}
+// tile's counter (arrive_acq_rel, tma.cuh).
 
 template <int REGS>
 __device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* workspace, int* tile_counters,

@@ -81,3 +81,24 @@ __device__ __forceinline__ void tile_origin(int t, int M, int N, int& m0, int& n
     n0 = ((t % per_group) / rows) * BN;
 }
 
+
+// --- counters in global memory, between blocks (split-K and stream-K fixups) -------------------------
+//
+// Add 1 to a counter and return its old value. Called by one thread after a barrier, where
+// __threadfence would be a full fence in every thread: release publishes every store the barrier
+// ordered before it; acquire, in the block that finds the count complete, makes the other blocks'
+// stores visible before the barrier that lets its threads read them.
+__device__ __forceinline__ int arrive_acq_rel(int* counter)
+{
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+    return old;
+}
+
+// Read a counter with acquire semantics: the stores published by the arrivals it counts are visible after.
+__device__ __forceinline__ int load_acquire(const int* counter)
+{
+    int value;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(value) : "l"(counter) : "memory");
+    return value;
+}

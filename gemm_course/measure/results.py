@@ -64,13 +64,17 @@ SWEEP_ONLY_FLAG = "--sweep-only"  # record --sweep-only, fp8 --record --sweep-on
 def sweep_records(level: str, size: int | tuple[int, int, int], dtype: Optional[str] = None) -> list[dict[str, Any]]:
     """A level's records at one shape (n for n³, or (M, N, K)) from the runs that swept its settings: what the
     tuning page and the autotuner compare. Where a run timed the search space alone (--sweep-only), only
-    such runs count, so that one sweep's settings are compared within one run; otherwise the records of
-    `record` without --showcase-only. dtype: one input type only."""
+    the newest such run counts (a level swept again, after a new setting, supersedes its earlier sweep),
+    so that one sweep's settings are compared within one run; otherwise the records of `record` without
+    --showcase-only. dtype: one input type only."""
     shape = (size, size, size) if isinstance(size, int) else tuple(size)
     rows = [r for r in recorded(level, dtype=dtype) if r["level"] == level and (r["M"], r["N"], r["K"]) == shape
             and "--showcase-only" not in r["provenance"]["command"]]
     dedicated = [r for r in rows if SWEEP_ONLY_FLAG in r["provenance"]["command"].split()]
-    return dedicated or [r for r in rows if r["level"] != FP8_LEVEL]
+    if dedicated:
+        newest = max(r["provenance"]["date"] for r in dedicated)
+        return [r for r in dedicated if r["provenance"]["date"] == newest]
+    return [r for r in rows if r["level"] != FP8_LEVEL]
 
 
 def _complete(level: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,15 @@
 #            shipped h200_tuning_10_11.json)
 #   stage 13: Level 13's search space swept at 4096³ and the decode shapes with cuBLASLt paired (fp8 --record
 #            --sweep-only; the shipped h200_tuning_13.json), then the live tuner on a few settings of Levels 11 and 13
-# Usage: gemm_course/results/record_h200_clocks.sh 1|2|...|13 OUTDIR
+#   stage 14: after Level 11's step 7 (stream-K): its GPU tests (odd shapes, shapes where it splits pairs between
+#            clusters, the same bits on a second stream), Level 13's (its counter helper moved to tma.cuh) and the
+#            repeated-call tests, and compute-sanitizer memcheck where step 7 splits
+#   stage 15: then Level 11's steps 6 and 7 side by side at squares and the decode shapes, both C types, cuBLAS
+#            paired (bench; the shipped h200_11_stream_k.json), and step 7's counters at 4096³ (counters --record
+#            --missing-only; the shipped h200_counters_11_stream_k.json)
+#   stage 16: Level 11's search space, step 7 in it, swept again at 4096³ and the decode shapes (record --sweep-only;
+#            the shipped h200_tuning_11.json, which supersedes the Level 11 rows of h200_tuning_10_11.json)
+# Usage: gemm_course/results/record_h200_clocks.sh 1|2|...|16 OUTDIR
 set -uo pipefail
 stage=${1:?stage 1 or 2}; out=${2:?output folder}
 mkdir -p "$out"
@@ -175,6 +183,36 @@ for level in ("11_hopper_wgmma", "13_fp8_blockscaled"):
     print(level, {k: (round(v["tflops"], 1), v["params"]) for k, v in tuned["best"].items()}, len(tuned["table"]), "timed")
 PY
   echo "live tuner: ${SECONDS} s"
+elif [ "$stage" = 14 ]; then
+  SECONDS=0
+  timeout 330 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_gpu.py tests/test_fp8_gemm.py \
+      tests/test_prepared_launch.py -k "stream_k or hopper_level_correct_on_odd_shapes or hopper_level_preconditions \
+      or fp8 or on_the_gpu" 2>&1 | tail -4
+  echo "GPU tests: ${SECONDS} s"
+  cat > /tmp/memcheck_l11.py <<'PY'
+import cupy, gemm_course as gc
+cupy.cuda.set_allocator(None)  # one cudaMalloc per array, so that memcheck sees each array's own bounds
+for shape in ((257, 520, 1000), (300, 1032, 2048), (64, 2112, 1000)):
+    for c_type in ("float32", "input"):
+        r = gc.check("11_hopper_wgmma", *shape, step=7, c_type=c_type)
+        print(shape, c_type, r.passed, flush=True)
+PY
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 $py /tmp/memcheck_l11.py 2>&1 | tail -4
+  echo "memcheck: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 15 ]; then
+  SECONDS=0
+  timeout 240 $py -m gemm_course bench --config 11:step=6,c_type=input --config 11:step=7,c_type=input \
+      --config 11:step=6 --config 11:step=7 --dtype bfloat16 \
+      --sizes 1024,2048,4096,8192,64x2112x7168,128x2112x7168,64x24576x1536,128x24576x1536,64x7168x16384,128x7168x16384 \
+      --out "$out/h200_11_stream_k.json" 2>&1 | tail -42
+  echo "stream-K bench: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  timeout 150 $py -m gemm_course counters --record --levels 11_hopper_wgmma --missing-only \
+      --out "$out/h200_counters_11_stream_k.json" 2>&1 | tail -6
+  echo "counters: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 16 ]; then
+  SECONDS=0
+  timeout 300 $py -m gemm_course record --levels 11_hopper_wgmma --sweep-only --out "$out/h200_tuning_11.json" 2>&1 | tail -4
+  echo "sweep 11: exit ${PIPESTATUS[0]}, ${SECONDS} s"
 else
   timeout 170 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
       --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -20

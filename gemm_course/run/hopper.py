@@ -79,9 +79,43 @@ def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[
     map_a, map_b, *rest = tma_args(A, B, C, M, N, K, HOPPER_STEPS[params["step"]][0])
     if params["step"] < 5:
         return (map_a, map_b, *rest)
-    # Steps 5 and 6 also take a map of C (step 6 stores through it in boxes of 64 rows; step 5 ignores it).
+    # Steps 5–7 also take a map of C (steps 6, 7 store through it in boxes of 64 rows; step 5 ignores it).
     map_c = _device_tensor_map(C.data.ptr, dtype_name(C), M, N, 64, C.device.id)
-    return (map_a, map_b, map_c, *rest)
+    if params["step"] < 7:
+        return (map_a, map_b, map_c, *rest)
+    import cupy
+
+    # Step 7's stream-K fixup: a workspace of 8 slots of 64 × 256 floats per cluster, and a counter per
+    # (pair of tiles, block, consumer warpgroup).
+    pairs = -(-M // (2 * HOPPER_STEPS[7][0])) * -(-N // HOPPER_STEPS[7][1])
+    stream = cupy.cuda.get_current_stream().ptr
+    workspace = stream_k_workspace(C.device.id, stream)
+    return (map_a, map_b, map_c, *rest, workspace, zero_counters(4 * pairs, C.device.id, stream))
+
+
+@functools.lru_cache(maxsize=32)
+def zero_counters(count: int, device_id: int, stream: int) -> Any:
+    """Counters for a fixup between blocks (Level 11's stream-K, Level 13's split-K), zero. Kept per GPU and
+    stream: the kernels set every counter back to zero before they end, and the launches on one stream run
+    one after another, so the next launch finds them zero (a stream of its own for concurrent calls)."""
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return cupy.zeros(count, dtype=cupy.int32)
+
+
+@functools.lru_cache(maxsize=8)
+def stream_k_workspace(device_id: int, stream: int) -> Any:
+    """Level 11 step 7's partial sums: 8 slots of 64 × 256 floats per cluster, for at most SMs / 2 clusters
+    (about 34 MB on 132 SMs). Per GPU and stream for the same reason as the counters: a launch on another
+    stream could run at the same time."""
+    import cupy
+
+    from gemm_course import device
+
+    with cupy.cuda.Device(device_id):
+        clusters = int(device.properties()["multiProcessorCount"]) // 2
+        return cupy.empty(clusters * 8 * 64 * 256, dtype=cupy.float32)
 
 
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig (cuda.h)

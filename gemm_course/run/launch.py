@@ -258,8 +258,8 @@ def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilo
     (that call is not remembered: its checks run and say what is wrong).
 
     exact (GPU): the call's own keywords as given (params before _split_epilogue, epilogue None) and everything
-    its kernel's arguments hold, the arrays' addresses and the bias, alpha and beta among the keywords: a call
-    with an equal exact key may start the packed launch of the earlier one."""
+    its kernel's arguments hold, the arrays' addresses and the bias, alpha and beta among the keywords, the
+    thread and the stream: a call with an equal exact key may start the packed launch of the earlier one."""
     try:
         operand = key_of_array if exact else functools.partial(_operand_key, lv)
         # The type beside each value: resolve() refuses BM=64.0 and bias=1, which equal 64 and True. An array
@@ -278,6 +278,8 @@ def _call_key(lv: Level, params: dict[str, Any], A: Any, B: Any, out: Any, epilo
                operand(epilogue.bias if epilogue is not None else None))
         if exact:  # the thread too: the driver launches in the calling thread's context, which CuPy sets up
             key += (threading.get_ident(),)
+            if backend == "cuda":  # and the stream: Level 11 step 7 keeps its fixup's counters per stream
+                key += (cupy.cuda.get_current_stream().ptr,)
         hash(key)  # an unhashable parameter value (a list, say): not remembered, resolve() names it
         return key
     except (AttributeError, TypeError, OSError):
