@@ -47,7 +47,9 @@ MIN_PLOT_W, MIN_PLOT_H = 200, 150
 # Runs in the page; returns everything the checks need as one JSON-able object.
 PROBE = r"""
 const lang = document.documentElement.dataset.lang;
-const vw = window.innerWidth;
+// The layout width: on an emulated phone innerWidth grows to whatever the page is zoomed out to fit, so a page
+// wider than the phone would measure as fitting it.
+const vw = document.documentElement.clientWidth;
 const CJK = /[\u3400-\u9fff\uff00-\uffef]/;
 function visible(el) {
   if (!el || !el.getClientRects().length) return false;
