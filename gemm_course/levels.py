@@ -936,6 +936,12 @@ HOPPER_CLUSTER = 2  # steps 5–7: blocks per cluster (two tiles, one above the 
 HOPPER_C_PIECES_BYTES = 4 * 64 * 128  # steps 6, 7: two 64-row × 128-byte pieces of C per consumer
 
 
+def hopper_pairs(M: int, N: int) -> int:
+    """Steps 5–7: how many pairs of tiles (256×256 pieces of C, one cluster's work) C holds."""
+    bm, bn, _ = HOPPER_STEPS[5]
+    return ceil_div(M, HOPPER_CLUSTER * bm) * ceil_div(N, bn)
+
+
 def _hopper_kernel_name(p: Mapping[str, Any]) -> str:
     bf16 = str(p.get("bf16", True)).lower()
     out = "unsigned short" if p["c_type"] == "input" else "float"
@@ -970,7 +976,7 @@ def _hopper_geometry(M: int, N: int, K: int, p: Mapping[str, Any]) -> Launch:
         shared += HOPPER_C_PIECES_BYTES
     blocks = min(tiles, _sm_count()) if p["step"] == 4 else tiles  # step 4: one persistent block per SM
     if p["step"] >= 5:  # one persistent cluster per resident pair of SMs, each walking pairs of tiles
-        pairs = ceil_div(M, HOPPER_CLUSTER * bm) * ceil_div(N, bn)
+        pairs = hopper_pairs(M, N)
         if p["step"] == 7:  # stream-K deals out k-tiles: every resident cluster, even for fewer pairs
             blocks = HOPPER_CLUSTER * _resident_clusters(p, threads, shared)
         else:

@@ -527,30 +527,6 @@ def pipeline_seconds(compute_s: Sequence[float], comm_s: Sequence[float]) -> flo
     return comm_end
 
 
-def tail_schedule(M: int, N: int, K: int, tile_m: int, tile_n: int, tile_k: int, workers: int) -> dict[str, float]:
-    """The wave arithmetic of a persistent GEMM, as a model: every k-iteration of every tile takes the same
-    time, and nothing else costs time.
-
-    Data-parallel (what Levels 8 to 13 do): each worker (an SM, or a cluster for a pair of tiles) computes
-    whole tiles, so the GEMM takes ceil(tiles / workers) rounds of one tile's time, and the last round
-    leaves workers idle. Stream-K (Osama et al., 2023): the tiles' k-iterations, tiles × ceil(K / tile_k),
-    are split evenly over the workers, so every worker gets tiles / workers tiles' worth of work; a tile
-    whose k-range two or more workers share must have its partial sums added (a "fixup" through global
-    memory), which this model does not cost. Returned: tiles, waves (tiles / workers), rounds, the share
-    of worker slots the data-parallel schedule uses, stream-K's time in tiles per worker, the share of
-    the data-parallel time stream-K saves at best, and how many tiles stream-K splits."""
-    tiles = math.ceil(M / tile_m) * math.ceil(N / tile_n)
-    iters = math.ceil(K / tile_k)
-    rounds = math.ceil(tiles / workers)
-    total = tiles * iters
-    per_worker = math.ceil(total / workers)  # the busiest worker's k-iterations under an even split
-    starts = {w * total // workers for w in range(1, workers)}
-    split = {s // iters for s in starts if s % iters}
-    return {"tiles": tiles, "k_iterations": iters, "workers": workers, "waves": tiles / workers, "rounds": rounds,
-            "data_parallel_busy": tiles / (workers * rounds), "stream_k_tiles": per_worker / iters,
-            "stream_k_saving": 1 - per_worker / (iters * rounds), "split_tiles": len(split)}
-
-
 def stream_k_segments(pairs: int, tiles_k: int, clusters: int) -> list[list[tuple[int, int, int]]]:
     """Level 11 step 7's schedule, the same integer arithmetic as ClusterWork in 11_hopper_wgmma.cu: for each
     cluster, its segments (pair, first k-tile, end k-tile) in the order it computes them.

@@ -695,15 +695,14 @@ def test_level11_step7_stream_k_measured_and_counted():
                 owners.setdefault(p, set()).add(c)
         return max(map(len, owners.values()))
 
-    rec16 = {s: (runs.results.find(L11, *s, dtype=BF16, file=runs.STREAM_K_FILE, step=6, c_type="input"),
-                 v["step7_record"]) for s, v in long_k.items() if s[2] == 16384}
+    rec16 = {s: (v["step6_record"], v["step7_record"]) for s, v in long_k.items() if s[2] == 16384}
     order16 = sorted(rec16)  # (64, …) then (128, …): as the prose lists the clocks
     m7 = {s: v["step7_record"] for s, v in r.items()}
     e, f, o = r[(8192,) * 3], r[(4096,) * 3], r[(1024,) * 3]
     two, wide = r[(2048,) * 3], sorted(1 - v["time_ratio"] for s, v in r.items() if s[1] == 24576)
     iqr8 = (m7[(8192,) * 3]["q3_ms"] - m7[(8192,) * 3]["q1_ms"]) / m7[(8192,) * 3]["median_ms"]
     small = stream_k_summary(1024, 1024, 1024, 66)
-    step6_4096 = runs.results.find(L11, 4096, dtype=BF16, file=runs.STREAM_K_FILE, step=6, c_type="input")
+    step6_4096 = f["step6_record"]
     assert o["time_ratio"] < 1 and f["time_ratio"] < 1 and two["split_pairs"] == 0 and two["time_ratio"] < 1
     assert e["time_ratio"] > 1 and e["cycle_ratio"] > 1 and all(x > 0 for x in wide)
     claims = [

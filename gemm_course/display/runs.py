@@ -250,7 +250,7 @@ def stream_k_rows(file: str = STREAM_K_FILE, c_type: str = "input") -> list[dict
                      "cycle_ratio": (r6["median_ms"] * r6["sm_clock_mhz"]) / (r7["median_ms"] * r7["sm_clock_mhz"]),
                      "step6_vs_cublas": r6["ratio_to_cublas"], "step7_vs_cublas": r7["ratio_to_cublas"],
                      "step6_vs_cublas_cycles": results.in_cycles(r6), "step7_vs_cublas_cycles": results.in_cycles(r7),
-                     "step7_record": r7})
+                     "step6_record": r6, "step7_record": r7})
     return rows
 
 

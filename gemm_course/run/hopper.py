@@ -16,7 +16,7 @@ import numpy as np
 
 from gemm_course.run.driver import allow_shared, driver
 from gemm_course.run.dtypes import dtype_name
-from gemm_course.levels import HOPPER_STEPS
+from gemm_course.levels import HOPPER_STEPS, hopper_pairs
 
 # CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h)
 _TMA_DTYPE = {"float16": 6, "bfloat16": 9, "float32": 7, "uint8": 0}  # uint8: FP8 e4m3 bytes (13_fp8)
@@ -87,10 +87,9 @@ def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[
 
     # Step 7's stream-K fixup: a workspace of 8 slots of 64 × 256 floats per cluster, and a counter per
     # (pair of tiles, block, consumer warpgroup).
-    pairs = -(-M // (2 * HOPPER_STEPS[7][0])) * -(-N // HOPPER_STEPS[7][1])
     stream = cupy.cuda.get_current_stream().ptr
     workspace = stream_k_workspace(C.device.id, stream)
-    return (map_a, map_b, map_c, *rest, workspace, zero_counters(4 * pairs, C.device.id, stream))
+    return (map_a, map_b, map_c, *rest, workspace, zero_counters(4 * hopper_pairs(M, N), C.device.id, stream))
 
 
 @functools.lru_cache(maxsize=32)
