@@ -210,6 +210,14 @@ def cmd_check(args: argparse.Namespace) -> None:
 def cmd_fp8(args: argparse.Namespace) -> None:
     from gemm_course.fp8 import gemm as fp8_gemm
 
+    if args.staged and (args.small_m or not (args.record or args.counters)):
+        raise ValueError("--staged goes with --record or --counters, without --small-m (its shapes include the decode "
+                         "shapes): python -m gemm_course fp8 --record --staged --out FILE · --staged 须与 --record 或 "
+                         "--counters 一起用，且不带 --small-m（它的形状已含解码形状）")
+    if args.splits and not (args.record and (args.staged or args.small_m) and not args.sweep_only):
+        raise ValueError("--splits goes with --record and --staged or --small-m: python -m gemm_course fp8 --record "
+                         "--staged --splits 1,2,3 --sizes 64x24576x1536 --out FILE · --splits 须与 --record 以及 "
+                         "--staged 或 --small-m 一起用")
     if args.sweep_only and not args.record:
         raise ValueError("--sweep-only goes with --record: python -m gemm_course fp8 --record --sweep-only --out FILE · "
                          "--sweep-only 须与 --record 一起用")
@@ -219,19 +227,26 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         if args.record:
             sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
             if args.sweep_only:
-                if sizes or args.small_m:
+                if sizes or args.small_m or args.staged:
                     raise ValueError("--sweep-only times the autotuner's shapes (fp8.gemm.SWEEP_SHAPES): leave out "
-                                     "--sizes and --small-m · --sweep-only 只测调优器的形状（fp8.gemm.SWEEP_SHAPES）："
-                                     "请去掉 --sizes 和 --small-m")
+                                     "--sizes, --small-m and --staged · --sweep-only 只测调优器的形状"
+                                     "（fp8.gemm.SWEEP_SHAPES）：请去掉 --sizes、--small-m 和 --staged")
                 fp8_gemm.record_fp8(args.out, fp8_gemm.SWEEP_SHAPES, fp8_gemm.search_space(), bf16_baselines=False,
                                     **SWEEP_TIMING_FP8)
-            elif args.small_m:
-                fp8_gemm.record_fp8(args.out, sizes or fp8_gemm.SMALL_M_SHAPES, fp8_gemm.SMALL_M_STEPS,
-                                    bf16_baselines=False)
+            elif args.staged or args.small_m:
+                steps = fp8_gemm.STAGED_STEPS if args.staged else fp8_gemm.SMALL_M_STEPS
+                if args.splits:
+                    steps = fp8_gemm.with_split_counts(steps, _int_list(args.splits, "--splits", "--splits", "1,2,3"))
+                fp8_gemm.record_fp8(args.out, sizes or (fp8_gemm.STAGED_SHAPES if args.staged else
+                                                        fp8_gemm.SMALL_M_SHAPES), steps, bf16_baselines=False)
             else:
                 fp8_gemm.record_fp8(args.out, sizes)
         elif args.counters:
-            if args.small_m:
+            if args.staged:
+                from gemm_course.measure.ncu_probes import STAGED_COUNTER_PLAN, record_promotion_counters
+
+                record_promotion_counters(args.out, plan=STAGED_COUNTER_PLAN)
+            elif args.small_m:
                 fp8_gemm.record_fp8_counters(args.out, ((64, 7168, 16384),), fp8_gemm.SMALL_M_STEPS)
             else:
                 fp8_gemm.record_fp8_counters(args.out)
@@ -305,10 +320,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         from gemm_course.fp8.gemm import ARCH, fp8_compile_report  # Level 13 lives outside the registry (see `fp8`)
 
         params = _split_config(args.config)[1]
-        if set(params) - {"scaling", "stages", "block_n", "block_m", "overlap"}:
-            raise ValueError(f"Level 13 takes scaling, stages, block_n, block_m and overlap, not "
+        if set(params) - {"scaling", "stages", "block_n", "block_m", "overlap", "staged_scales"}:
+            raise ValueError(f"Level 13 takes scaling, stages, block_n, block_m, overlap and staged_scales, not "
                              f"{', '.join(params)}; its recorded runs: python -m gemm_course fp8 · 第 13 级的参数是 "
-                             f"scaling、stages、block_n、block_m 和 overlap，不是 {'、'.join(params)}；"
+                             f"scaling、stages、block_n、block_m、overlap 和 staged_scales，不是 {'、'.join(params)}；"
                              "它的实测记录：python -m gemm_course fp8")
         print(fp8_compile_report(arch=args.arch or ARCH, **params))
         return
@@ -680,6 +695,12 @@ def main(argv: Optional[list[str]] = None) -> None:
                    help="with --record or --counters: the decode shapes (M = 64, 128) and the steps made for them")
     p.add_argument("--sweep-only", action="store_true",
                    help="with --record: the autotuner's search space at its shapes (4096³ and the decode shapes)")
+    p.add_argument("--staged", action="store_true",
+                   help="with --record: the blockwise kernels with and without staged scales (squares and decode "
+                        "shapes); with --counters: the same at 4096³ and the 64-row kernel at 64×7168×16384, beside cuBLASLt, "
+                        "in Nsight Compute")
+    p.add_argument("--splits", help="with --record and --staged or --small-m: time each blockwise step at these "
+                                    "split counts (comma-separated, e.g. 1,2,3) instead of the split-K model's choice")
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
 

@@ -4,6 +4,7 @@ tuner compares settings that compute the same thing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from gemm_course.__main__ import main, record_plan
 from gemm_course.fp8 import gemm as fp8_gemm
 from gemm_course.levels import DECODE_SHAPES, get_level, levels
 from gemm_course.measure import autotune
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_tensor_core_level_has_a_search_space_that_holds_its_showcase() -> None:
@@ -66,12 +69,16 @@ def test_fp8_sweep_only_records_the_fp8_space(monkeypatch, tmp_path) -> None:
 def test_fp8_space_every_ring_depth_both_kernels_and_split_k() -> None:
     space = autotune.search_space("13_fp8_blockscaled")
     for p in space:
-        fp8_gemm.resolve_stages(p["scaling"], p["stages"], p.get("block_n"), p.get("block_m"))  # each one valid
+        fp8_gemm.resolve_stages(p["scaling"], p["stages"], p.get("block_n"), p.get("block_m"),
+                                staged_scales=p.get("staged_scales", False))  # each one valid
     per_tensor = {(p["block_n"], p["stages"]) for p in space if p["scaling"] == "per_tensor"}
     assert per_tensor == {(bn, s) for bn in (256, 128) for s in fp8_gemm.stage_choices("per_tensor", bn)}
     blockwise = [p for p in space if p["scaling"] == "blockwise"]
     assert {p.get("block_m", 128) for p in blockwise} == {128, 64} and {p["splits"] for p in blockwise} == {1, "auto"}
     assert not any(p.get("overlap") is False for p in space)  # promotion waited for is a step, not a choice
+    staged = {(p["block_m"], p["stages"], p["splits"]) for p in space if p.get("staged_scales")}
+    assert staged == {(64, s, splits) for s in fp8_gemm.stage_choices("blockwise", block_m=64, staged_scales=True)
+                      if s >= fp8_gemm.STAGED_MIN_DEPTH for splits in (1, "auto")}
     # at 4096³ split-K "auto" resolves to no split: the same setting as splits=1, so fewer distinct records
     distinct = {json.dumps(fp8_gemm.resolved_setting(p, 4096, 4096, 4096), sort_keys=True) for p in space}
     assert len(distinct) < len(space)
@@ -104,3 +111,35 @@ def test_tuned_rows_compare_within_one_output_type() -> None:
                 if row["default"] is not None:
                     assert row["default"]["params"][param] == value
             assert row["best"]["tflops"] >= (row["default"] or row["best"])["tflops"]
+
+
+def test_fp8_sweep_bears_out_the_shallowest_staged_ring() -> None:
+    """The tuner tries staged scales only from STAGED_MIN_DEPTH stages up, because shallower rings lose: in the
+    recorded sweep, at every shape, the fastest blockwise setting with fewer stages is at least 5% slower than the
+    fastest with STAGED_MIN_DEPTH or more."""
+    from gemm_course.measure import results
+
+    for shape in fp8_gemm.SWEEP_SHAPES:
+        rows = [r for r in results.sweep_records("13_fp8_blockscaled", shape)
+                if r["params"].get("scaling") == "blockwise" and "stages" in r["params"]]
+        shallow = [r["median_ms"] for r in rows if r["params"]["stages"] < fp8_gemm.STAGED_MIN_DEPTH]
+        deep = [r["median_ms"] for r in rows if r["params"]["stages"] >= fp8_gemm.STAGED_MIN_DEPTH]
+        assert shallow and deep and min(shallow) >= 1.05 * min(deep), shape
+    tuning = (ROOT / "book" / "tuning.md").read_text(encoding="utf-8")
+    assert (f"from {fp8_gemm.STAGED_MIN_DEPTH} stages up, since no blockwise setting with 2 or 3 stages comes within 5% "
+            "of the fastest at any sweep shape") in tuning and fp8_gemm.STAGED_MIN_DEPTH == 4
+    # its other reason, "in the chapter's recording they lose at the squares and never beat the 64-row kernel at a
+    # decode shape", is checked against that recording in test_prose_level13.test_scales_staged_by_the_producer
+    assert "staged scales with 128-row tiles are left out, since in the chapter's recording they lose at the squares " \
+           "and never beat the 64-row kernel at a decode shape" in tuning
+
+
+def test_split_counts_replace_the_models_choice_in_blockwise_steps() -> None:
+    steps = fp8_gemm.with_split_counts(fp8_gemm.STAGED_STEPS, [1, 2, 2, 3])
+    assert len(steps) == 3 * len(fp8_gemm.STAGED_STEPS)
+    assert all("skip_unsplit" not in s and s["splits"] in (1, 2, 3) for s in steps)
+    shape = (64, 24576, 1536)  # 192 tiles of 64 rows: the model does not split it
+    assert fp8_gemm.auto_splits(*shape, block_m=64) == 1
+    assert {fp8_gemm.resolved_setting(s, *shape)["splits"] for s in steps} == {1, 2, 3}
+    assert fp8_gemm.with_split_counts([{"scaling": "per_tensor", "block_n": 128}], [2]) == [
+        {"scaling": "per_tensor", "block_n": 128}]

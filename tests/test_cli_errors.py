@@ -182,3 +182,16 @@ def test_a_closed_pipe_ends_quietly():
     pipe.stdout.close()  # like `summary | head -1`
     err = pipe.stderr.read()
     assert pipe.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+SPLITS_WRONG = [
+    (("fp8", "--splits", "1,2", "--out", "x.json"), "--splits goes with --record"),
+    (("fp8", "--record", "--splits", "2", "--out", "x.json"), "--splits goes with --record"),
+    (("fp8", "--record", "--staged", "--splits", "0,2", "--out", "x.json"), "bad --splits"),
+    (("fp8", "--record", "--staged", "--splits", "2,17", "--out", "x.json"), "from 1 to 16"),
+]
+
+
+@pytest.mark.parametrize("args, says", SPLITS_WRONG, ids=[" ".join(a) for a, _ in SPLITS_WRONG])
+def test_fp8_split_counts_are_checked_before_anything_runs(args, says) -> None:
+    _one_line(_cli(*args), says)

@@ -153,3 +153,19 @@ def test_command_line_table_json_and_errors():
     for args in (("counters", "--level", "bogus"), ("counters", "--record")):
         bad = _cli(*args)
         assert bad.returncode != 0 and "Traceback" not in bad.stderr and bad.stderr.strip()
+
+
+def test_promotion_counters_assign_each_library_call_its_own_kernels() -> None:
+    """A plan over two shapes has a cuBLASLt target per shape: each takes the kernels up to the next course
+    kernel (a library call may launch helpers), and a profile that lost a course kernel is refused."""
+    from gemm_course.measure import ncu_probes
+
+    targets = [{"kind": "fp8"}, {"kind": "cublaslt_blockwise"}, {"kind": "fp8"}, {"kind": "fp8"},
+               {"kind": "cublaslt_blockwise"}]
+    names = ["void fp8_gemm_blockwise<7, 1, 0>(x)", "nvjet_a", "helper", "void fp8_gemm_blockwise_m64<9>(x)",
+             "void fp8_gemm_blockwise_m64<9, 1>(x)", "nvjet_b"]
+    rows = [{"kernel": n} for n in names]
+    got = [[r["kernel"] for r in group] for group in ncu_probes._assign(targets, rows)]
+    assert got == [names[:1], names[1:3], names[3:4], names[4:5], names[5:]]
+    with pytest.raises(RuntimeError, match="do not match"):
+        ncu_probes._assign(targets, rows[:3] + rows[4:])

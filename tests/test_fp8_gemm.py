@@ -51,13 +51,16 @@ def _operands(M: int, N: int, K: int, scaling: str, seed: int = 0):
 
 # Every kernel the file defines: (scaling, options of fp8_compile_report).
 KERNELS = [("per_tensor", {"block_n": 256}), ("per_tensor", {"block_n": 128}),
-           ("blockwise", {"overlap": False}), ("blockwise", {"overlap": True}), ("blockwise", {"block_m": 64})]
+           ("blockwise", {"overlap": False}), ("blockwise", {"overlap": True}), ("blockwise", {"block_m": 64}),
+           ("blockwise", {"overlap": False, "staged_scales": True}), ("blockwise", {"overlap": True, "staged_scales": True}),
+           ("blockwise", {"block_m": 64, "staged_scales": True})]
 
 
 @pytest.mark.skipif(not _nvrtc_available(), reason="needs NVRTC (cupy and the nvrtc wheel)")
 @pytest.mark.parametrize("scaling, options", KERNELS)
 def test_kernels_compile_for_sm90a_without_spills(scaling, options):
-    for stages in fg.stage_choices(scaling, options.get("block_n"), options.get("block_m")):
+    for stages in fg.stage_choices(scaling, options.get("block_n"), options.get("block_m"),
+                                   staged_scales=options.get("staged_scales", False)):
         report = fg.fp8_compile_report(scaling, stages, **options)
         assert report.kernel == fg.kernel_name(scaling, stages, **options)
         assert not report.spills, str(report)
@@ -105,6 +108,9 @@ def _misaligned(x: np.ndarray) -> np.ndarray:
     ("splits above the k-blocks", {"splits": 3}, "splits=3"),
     ("splits not a number", {"splits": "many"}, "splits='many'"),
     ("overlap not a bool", {"overlap": 1}, "overlap must be"),
+    ("staged_scales not a bool", {"staged_scales": 1}, "staged_scales must be"),
+    ("staged_scales for per_tensor", {"scaling": "per_tensor", "staged_scales": True}, "staged_scales belongs"),
+    ("a ring too deep for staged scales", {"stages": 7, "staged_scales": True}, "stages=7.*staged scales"),
     ("splits given to per_tensor", {"scaling": "per_tensor", "splits": 2}, "blockwise kernel"),
     ("block_m for per_tensor", {"scaling": "per_tensor", "block_m": 64}, "block_m=64"),
     ("block_m 64 without overlap", {"block_m": 64, "overlap": False}, "overlap"),
@@ -135,7 +141,7 @@ def test_preconditions_fail_with_one_bilingual_line(change, kwargs, match):
         a_bits = _misaligned(a_bits)
     elif change == "out wrong shape":
         out = np.zeros((7, 135), dtype=np.uint16)
-    if kwargs.get("scaling") == "per_tensor" and ("splits" in kwargs or "block_m" in kwargs):
+    if kwargs.get("scaling") == "per_tensor" and ({"splits", "block_m", "staged_scales"} & set(kwargs)):
         a_bits, a_s, b_bits, b_s = _valid(scaling="per_tensor")
     with pytest.raises((ValueError, TypeError), match=match) as err:
         fg.fp8_gemm(a_bits, a_s, b_bits, b_s, out=out, **{"scaling": "blockwise", **kwargs})
@@ -215,7 +221,13 @@ SETTINGS = [{"scaling": "per_tensor", "block_n": 256}, {"scaling": "per_tensor",
             {"scaling": "blockwise", "overlap": True, "splits": "auto"}, {"scaling": "blockwise", "overlap": True, "splits": 3},
             {"scaling": "blockwise", "overlap": False, "splits": 3},
             {"scaling": "blockwise", "block_m": 64, "splits": 1}, {"scaling": "blockwise", "block_m": 64, "splits": "auto"},
-            {"scaling": "blockwise", "block_m": 64, "splits": 3}]
+            {"scaling": "blockwise", "block_m": 64, "splits": 3},
+            # the scales staged in shared memory by the producer, in each kernel and with split-K
+            {"scaling": "blockwise", "overlap": True, "splits": 1, "staged_scales": True},
+            {"scaling": "blockwise", "overlap": False, "splits": 3, "staged_scales": True},
+            {"scaling": "blockwise", "overlap": True, "splits": "auto", "staged_scales": True},
+            {"scaling": "blockwise", "block_m": 64, "splits": 1, "staged_scales": True},
+            {"scaling": "blockwise", "block_m": 64, "splits": 3, "staged_scales": True}]
 
 
 def _options(setting: dict, K: int) -> dict:
@@ -243,7 +255,9 @@ def _run_and_compare(scaling: str, shape: tuple[int, int, int], stages=None, see
     whole = cupy.asnumpy(buffer)
     err = np.abs(got - ref)
     ratio = err / allowed
-    setting = f"{scaling} {options} stages={fg.resolve_stages(scaling, stages, options.get('block_n'), options.get('block_m'))}"
+    depth = fg.resolve_stages(scaling, stages, options.get("block_n"), options.get("block_m"),
+                              staged_scales=options.get("staged_scales", False))
+    setting = f"{scaling} {options} stages={depth}"
     where = f"{setting} {M}×{N}×{K}"
     outside = int(np.count_nonzero(whole[:guard] != fg.BF16_NAN) + np.count_nonzero(whole[-guard:] != fg.BF16_NAN))
     assert outside == 0, f"{where}: {outside} values written outside C (guards of {guard} on each side)"
@@ -275,7 +289,8 @@ def test_fp8_kernels_on_odd_shapes(setting, shape):
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
 @pytest.mark.parametrize("shape", MANY_TILES + [(300, 264, 1152)])
 def test_fp8_kernels_every_ring_depth_and_more_tiles_than_sms(setting, shape):
-    for stages in fg.stage_choices(setting["scaling"], setting.get("block_n"), setting.get("block_m")):
+    for stages in fg.stage_choices(setting["scaling"], setting.get("block_n"), setting.get("block_m"),
+                                   staged_scales=setting.get("staged_scales", False)):
         _run_and_compare(setting["scaling"], shape, stages=stages, seed=stages, **_options(setting, shape[2]))
 
 
@@ -286,6 +301,7 @@ def test_split_k_on_projection_like_shapes(shape):
     for splits in (2, 5, 16):
         _run_and_compare("blockwise", shape, seed=splits, overlap=True, splits=splits)
         _run_and_compare("blockwise", shape, seed=splits, block_m=64, splits=splits)
+        _run_and_compare("blockwise", shape, seed=splits, block_m=64, splits=splits, staged_scales=True)
 
 
 @needs_hopper

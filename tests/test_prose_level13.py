@@ -533,3 +533,122 @@ def test_decode_shapes_sentence_matches_the_tuning_sweep():
            "those with N = 2112 and 7168" in prose
     # the chapter's own recording passes it at the same four ("passes it at four of the six shapes, those with N = 2112 and 7168")
     assert "passes it at four of the six shapes, those with N = 2112 and 7168" in prose
+
+
+def test_scales_staged_by_the_producer():
+    """The staged-scales section: the slot and the ring depths from fp8_gemm, the pairs from their own recording
+    (each kernel without and with staged scales, cuBLASLt right before each), the counters at 4096³ and at
+    64×7168×16384 from clocks/h200_13_staged_counters.json."""
+    run = fr.staged_run()
+    assert run["file"] == "h200_13_staged_scales.json" and "--staged" in run["provenance"]["command"]
+    rows = [r for r in run["records"] if r["level"] == LEVEL_ID]
+    assert all(r["passed"] and r["max_error_ratio"] <= 1 for r in rows)
+    assert all(r["baseline"] == "cublaslt_blockwise" and r["reps"] >= 50 for r in rows)
+    slot = {bm: fg.stage_bytes("blockwise", block_m=bm, staged_scales=True) - fg.stage_bytes("blockwise", block_m=bm)
+            for bm in (128, 64)}
+    deepest = lambda bm, staged: max(fg.stage_choices("blockwise", block_m=bm, staged_scales=staged))  # noqa: E731
+    assert deepest(64, True) == deepest(64, False) == 9
+    pairs = fr.staged_pairs(run["records"])
+    assert all(p["unstaged"]["params"]["stages"] == deepest(p["block_m"], False)
+               and p["staged"]["params"]["stages"] == deepest(p["block_m"], True) for p in pairs)
+    square = [p for p in pairs if p["shape"][0] == p["shape"][1]]
+    decode = {p["shape"]: p for p in pairs if p["block_m"] == 64 and p["shape"][0] != p["shape"][1]}
+    assert len(square) == 4 and len(decode) == 6 and all(p["gain"] < 0 for p in square)
+    tied = (64, 7168, 16384)
+    gains = [p["gain"] for s, p in decode.items() if s != tied]
+    assert min(gains) > 0.03 and abs(decode[tied]["gain"]) < 0.005
+    best = {s: max((r for r in rows if fr._is(r, s) and r["params"].get("block_m") == 64), key=lambda r: r["tflops"])
+            for s in decode}
+    assert all(b["params"].get("staged_scales") for s, b in best.items() if s != tied)
+    ratio = {s: b["ratio_to_baseline"] for s, b in best.items()}
+    wins = [v for s, v in ratio.items() if v > 1]
+    assert sorted(s for s, v in ratio.items() if v > 1) == sorted(s for s in decode if s[1] in (2112, 7168))
+    m64sq = {p["shape"][0]: p for p in square if p["block_m"] == 64}
+    # the tuning page: staged scales with 128-row tiles lose at the squares, never beat the 64-row kernel
+    for s in decode:
+        m128_staged = next(r for r in rows if fr._is(r, s) and r["params"].get("block_m") is None
+                           and r["params"].get("staged_scales"))
+        assert m128_staged["tflops"] < max(r["tflops"] for r in rows if fr._is(r, s) and r["params"].get("block_m") == 64)
+    assert all(p["gain"] < 0 for p in square if p["block_m"] == 128)
+
+    data = fr.staged_counters()
+    assert data["provenance"]["ncu"] and data["provenance"]["clock_control"] == "none"
+    C = {((r["M"], r["N"], r["K"]), "lt" if r["kind"] == "cublaslt_blockwise" else fr.step_key(r["step"])): r["metrics"]
+         for r in data["rows"]}
+    sq, dec = (4096,) * 3, (64, 7168, 16384)
+    before, after, lt = C[sq, "overlapped"], C[sq, "overlapped_staged"], C[sq, "lt"]
+    assert before["global_load_instructions"] == 3 * (4096 // 128) ** 2 * (4096 // 128) * 8 and after["global_load_instructions"] == 0
+    d0, d1, dlt = C[dec, "m64_split"], C[dec, "m64_split_staged"], C[dec, "lt"]
+    units, k_blocks, consumer_warps = 7168 // 128 * 2, 16384 // 128 // 2, 8
+    assert d0["global_load_instructions"] - d1["global_load_instructions"] == 3 * units * k_blocks * consumer_warps
+    k = lambda m: f"{m['cycles_elapsed_avg'] / 1e3:.1f}"  # noqa: E731
+    from gemm_course.measure import results
+    promo = results.load(results.CLOCKS_DIR / "h200_13_promotion_counters.json")["promotion_counters"]
+    assert next(r for r in promo if r["kind"] == "fp8" and r["step"]["scaling"] == "per_tensor")["metrics"]["stall_lg_throttle"] == 0
+    st = lambda m, s: f"{m['stall_' + s]:.2f}"  # noqa: E731
+    says([
+        f"three loads from global memory, {before['global_load_instructions'] / 1e3:.1f} thousand load instructions at 4096³",
+        f"The slot takes {slot[128]} bytes per stage with 128-row tiles ({slot[64]} with 64 rows), and with 128 rows that "
+        f"costs a stage: {deepest(128, True)} fit in 227 KB instead of {deepest(128, False)}. The 64-row kernel keeps its {deepest(64, True)}.",
+        f"At five of the six decode shapes the 64-row kernel gains {pct(min(gains))} to {pct(max(gains))} in time; at "
+        f"64×7168×16384 the two differ by {pct(abs(decode[tied]['gain']))}",
+        f"now reaching {pct(min(wins))} to {pct(max(wins))} of it, comes to {pct(ratio[(64, 24576, 1536)])} at "
+        f"64×24576×1536, and stays at {pct(ratio[(128, 24576, 1536)])} at 128×24576×1536",
+        f"At the squares staging loses, {pct(-max(p['gain'] for p in square))} to {pct(-min(p['gain'] for p in square))} "
+        "of the time across both kernels at 4096³ and 8192³",
+        f"it still loses {pct(-m64sq[4096]['gain'])} at 4096³ and {pct(-m64sq[8192]['gain'])} at 8192³",
+        f"the consumers' global loads are gone ({before['global_load_instructions'] / 1e3:.1f} thousand → 0)",
+        f"`long_scoreboard` falls from {st(before, 'long_scoreboard')} to {st(after, 'long_scoreboard')} warps per issued instruction",
+        f"the kernel takes {after['cycles_elapsed_avg'] / before['cycles_elapsed_avg'] - 1:.1%} more cycles ({k(after)} against "
+        f"{k(before)} thousand; cuBLASLt {k(lt)} thousand), and the Tensor Cores' busy share falls from "
+        f"{before['tensor_pipe_pct']:.1f}% to {after['tensor_pipe_pct']:.1f}%",
+        f"What grows is `mio_throttle`, from {before['stall_mio_throttle']:.0f} to {st(after, 'mio_throttle')}, and "
+        f"`short_scoreboard`, from {st(before, 'short_scoreboard')} to {st(after, 'short_scoreboard')}",
+        f"`dispatch_stall` grows from {st(before, 'dispatch_stall')} to {st(after, 'dispatch_stall')}",
+        f"`lg_throttle` {st(after, 'lg_throttle')} against {st(before, 'lg_throttle')}",
+        f"staging cuts the global loads from {d0['global_load_instructions'] / 1e3:.1f} to "
+        f"{d1['global_load_instructions'] / 1e3:.1f} thousand",
+        f"`long_scoreboard` falls from {st(d0, 'long_scoreboard')} to {st(d1, 'long_scoreboard')}, and the kernel takes "
+        f"{1 - d1['cycles_elapsed_avg'] / d0['cycles_elapsed_avg']:.1%} fewer cycles ({k(d1)} against {k(d0)} thousand; "
+        f"cuBLASLt {k(dlt)} thousand)",
+        f"gains up to {pct(max(gains))} more at the decode shapes and costs {pct(-max(p['gain'] for p in square))} to "
+        f"{pct(-min(p['gain'] for p in square))} at the squares",
+    ])
+    # the MIO, long-scoreboard and lane counts the prose explains with
+    assert after["stall_mio_throttle"] > before["stall_mio_throttle"] == 0
+    assert fg.BM // 32 == 4
+
+
+def test_staged_figure_and_table():
+    fig = fr.staged_figure()
+    assert [t.name for t in fig.data] == ["128-row tile · 128 行分块", "64-row tile · 64 行分块"]
+    assert len(fig.data[0].x) == 8
+    assert "23 rows" in fr.staged_table().text()
+
+
+def test_split_k_where_tiles_outnumber_the_sms():
+    """'every split loses there': the recording with explicit split counts at the two N = 24576 shapes."""
+    from gemm_course.measure import results
+
+    data = results.load(results.RESULTS_DIR / "h200_13_staged_splits.json")
+    assert "--splits 1,2,3,4" in data["provenance"]["command"]
+    rows = [r for r in data["records"] if r["level"] == LEVEL_ID]
+    assert all(r["passed"] for r in rows)
+    shapes = {(r["M"], r["N"], r["K"]) for r in rows}
+    assert shapes == {(64, 24576, 1536), (128, 24576, 1536)}
+    assert all(fg.tiles(M, N, "blockwise", block_m=64) > 132 and fg.auto_splits(M, N, K, block_m=64) == 1
+               for M, N, K in shapes)
+    key = lambda r: json.dumps({k: v for k, v in r["params"].items() if k not in ("splits", "stages")},  # noqa: E731
+                               sort_keys=True)
+    for r in rows:
+        if r["params"]["splits"] > 1:
+            one = next(o for o in rows if (o["M"], o["N"]) == (r["M"], r["N"]) and o["params"]["splits"] == 1
+                       and key(o) == key(r))
+            assert r["tflops"] < one["tflops"]
+    pick = lambda M, splits: next(r for r in rows if r["M"] == M and r["params"].get("block_m") == 64  # noqa: E731
+                                  and r["params"].get("staged_scales") and r["params"]["splits"] == splits)
+    assert fg.BK == 128 and 1536 // fg.BK == 12
+    says([f"the staged 64-row kernel falls from {pick(64, 1)['tflops']:.1f} to {pick(64, 2)['tflops']:.1f} TFLOPS at "
+          f"64×24576×1536 with two splits, and from {pick(128, 1)['tflops']:.1f} to {pick(128, 2)['tflops']:.1f} at "
+          "128×24576×1536",
+          "With K = 1536 a tile has only 12 k-blocks"])

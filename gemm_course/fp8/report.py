@@ -20,7 +20,7 @@ import numpy as np
 
 from gemm_course.fp8 import formats as fp8, gemm as fp8_gemm
 from gemm_course.measure import results
-from gemm_course.bilingual.text import Fold, Shown, show as show_text, text as bilingual_text
+from gemm_course.bilingual.text import Fold, Shown, Table, show as show_text, text as bilingual_text
 from gemm_course.fp8.gemm import DTYPE, LEVEL_ID, STEPS
 
 # A published kernel of this kind: DeepGEMM, DeepSeek's open-source FP8 GEMM library with 1×128 / 128×128
@@ -40,14 +40,15 @@ BF16 = "bfloat16"
 
 def step_key(params: Mapping[str, Any]) -> str:
     """A step's short name: per_tensor_256, per_tensor_128, serial, overlapped, split (split-K > 1), and
-    for the 64-row kernel m64 and m64_split."""
+    for the 64-row kernel m64 and m64_split; a blockwise step with staged scales adds "_staged"."""
     if params.get("scaling") == "per_tensor":
         return f"per_tensor_{params.get('block_n', 256)}"
+    staged = "_staged" if params.get("staged_scales") else ""
     if params.get("block_m") == 64:
-        return "m64_split" if (params.get("splits") or 1) > 1 else "m64"
+        return ("m64_split" if (params.get("splits") or 1) > 1 else "m64") + staged
     if (params.get("splits") or 1) > 1:
-        return "split"
-    return "overlapped" if params.get("overlap", True) else "serial"
+        return "split" + staged
+    return ("overlapped" if params.get("overlap", True) else "serial") + staged
 
 
 _SHORT = {"serial": "fine-grained, serial · 细粒度，串行累加提升", "overlapped": "fine-grained, overlapped · 细粒度，重叠累加提升"}
@@ -55,6 +56,9 @@ _SHORT = {"serial": "fine-grained, serial · 细粒度，串行累加提升", "o
 
 def step_label(params: Mapping[str, Any], short: bool = False) -> str:
     """A step as "English · 中文", for tables; short: for the categories of a bar chart."""
+    if params.get("staged_scales"):
+        en, zh = step_label({k: v for k, v in params.items() if k != "staged_scales"}, short).split(" · ")
+        return f"{en}, scales staged · {zh}，缩放因子经共享内存"
     key = step_key(params)
     if key.startswith("m64"):
         split_en = f", split-K ×{params['splits']}" if key == "m64_split" else ""
@@ -172,7 +176,10 @@ def square_rows(records: Sequence[Mapping[str, Any]], n: int) -> list[Mapping[st
     accumulation, promoted), cuBLAS bf16 and Level 11 step 6 in bf16 (those that were recorded)."""
     at = [r for r in records if _is(r, (n, n, n))]
     order = {"per_tensor_256": 0, "per_tensor_128": 1, "serial": 2, "overlapped": 3, "split": 4}
-    steps = sorted((r for r in at if r["level"] == LEVEL_ID), key=lambda r: order[step_key(r["params"])])
+    def rank(r: Mapping[str, Any]) -> float:  # a staged step right after the same step unstaged
+        key = step_key(r["params"])
+        return order[key.removesuffix("_staged")] + 0.5 * key.endswith("_staged")
+    steps = sorted((r for r in at if r["level"] == LEVEL_ID), key=rank)
     fast = [r for r in at if r["level"] == "cublas" and r["dtype"] == DTYPE and "True" in r["params"]["library"]]
     promoted = [r for r in at if r["level"] == "cublas" and r["dtype"] == DTYPE and "False" in r["params"]["library"]]
     blockwise = [r for r in at if r["level"] == "cublas" and r.get("baseline") == "cublaslt_blockwise"]
@@ -406,6 +413,103 @@ def small_m_table() -> Any:
     notes = f"<p><small>{split(where(run['provenance']))}</small></p>"
     notes2 = f"<p><small>{split(where(counters[0]['provenance'], 'counters'))}</small></p>"
     return HTML(first.data + notes + second.data + notes2)
+
+
+def staged_run() -> dict[str, Any]:
+    """The recorded run of staged scales (fp8 --record --staged): the blockwise kernels with 128-row and
+    64-row tiles, each without and with staged scales, at the squares and the decode shapes, each right after
+    block-scaled cuBLASLt: {"records", "provenance", "file"}."""
+    for path in results.recorded_files():
+        data = results.load(path)
+        if any(r["level"] == LEVEL_ID and r["params"].get("staged_scales") for r in data["records"]):
+            return {"records": data["records"], "provenance": data["provenance"], "file": path.name}
+    raise LookupError("no recorded run of staged scales · 没有缩放因子经共享内存的实测记录")
+
+
+def staged_pairs(records: Optional[Sequence[Mapping[str, Any]]] = None) -> list[dict[str, Any]]:
+    """Per shape and tile height (128 or 64 rows): the kernel without and with staged scales, from one run;
+    squares first, then the decode shapes. gain: the staged kernel's time saved (its TFLOPS over the other's,
+    minus one); cycle_gain: the same in SM cycles (time × the kernel's own clock)."""
+    records = staged_run()["records"] if records is None else records
+    ours = [r for r in records if r["level"] == LEVEL_ID]
+    shapes = sorted({(r["M"], r["N"], r["K"]) for r in ours}, key=lambda s: (s[0] != s[1] or s[1] != s[2], s))
+    cycles = lambda r: r["median_ms"] * r["sm_clock_mhz"]  # noqa: E731
+    out = []
+    for shape in shapes:
+        for rows in (128, 64):
+            pick = {bool(r["params"].get("staged_scales")): r for r in ours
+                    if _is(r, shape) and r["params"].get("block_m", 128) == rows}
+            if set(pick) == {False, True}:
+                out.append({"shape": shape, "block_m": rows, "unstaged": pick[False], "staged": pick[True],
+                            "gain": pick[True]["tflops"] / pick[False]["tflops"] - 1,
+                            "cycle_gain": cycles(pick[False]) / cycles(pick[True]) - 1})
+    return out
+
+
+def staged_counters() -> dict[str, Any]:
+    """The recorded counters of staged scales (fp8 --counters --staged, clocks/h200_13_staged_counters.json):
+    {"rows", "provenance"}, each row a kernel at one shape with its metrics."""
+    data = results.load(results.CLOCKS_DIR / "h200_13_staged_counters.json")
+    return {"rows": data["promotion_counters"], "provenance": data["provenance"]}
+
+
+def staged_figure(pairs: Optional[Sequence[Mapping[str, Any]]] = None, subtitle: Optional[str] = None) -> Any:
+    """What staging the scales changes, shape by shape: the time it saves (or costs) the 128-row and the
+    64-row kernel, each pair from one run."""
+    import plotly.graph_objects as go
+
+    from gemm_course.display.plots import PALETTE, _layout
+
+    if pairs is None:
+        run = staged_run()
+        pairs, subtitle = staged_pairs(run["records"]), subtitle or where(run["provenance"])
+    x = list(dict.fromkeys(shape_label(p["unstaged"]) for p in pairs))
+    fig = go.Figure()
+    for i, (rows, name) in enumerate(((128, "128-row tile · 128 行分块"), (64, "64-row tile · 64 行分块"))):
+        mine = {shape_label(p["unstaged"]): p for p in pairs if p["block_m"] == rows}
+        ys = [100 * mine[k]["gain"] if k in mine else None for k in x]
+        fig.add_trace(go.Bar(
+            name=name, x=x, y=ys, marker_color=PALETTE[i % len(PALETTE)],
+            text=[f"{y:+.1f}%" if y is not None else "" for y in ys], textposition="outside",
+            customdata=[f"{mine[k]['unstaged']['tflops']:.1f} → {mine[k]['staged']['tflops']:.1f} TFLOPS"
+                        if k in mine else "" for k in x],
+            hovertemplate="%{x}<br>%{customdata}<extra></extra>"))
+    fig.add_hline(y=0, line_color="#666666", line_width=1)
+    fig.update_layout(barmode="group")
+    fig = _layout(fig, "Scales staged by the producer: time saved · 缩放因子由生产者送入共享内存：节省的时间",
+                  "M×N×K", "faster by, % · 加快，%", subtitle=subtitle, plot_height=360)
+    fig.update_xaxes(type="category")
+    return fig
+
+
+def staged_table() -> Any:
+    """Folded: every pair of the staged recording (TFLOPS, share of cuBLASLt, clock), then the counters."""
+    run, counters = staged_run(), staged_counters()
+    timing = Table([bilingual_text("shape", "形状"), bilingual_text("tile", "分块"), bilingual_text("TFLOPS, loaded → staged", "TFLOPS，自行加载 → 经共享内存"),
+                    bilingual_text("of cuBLASLt", "占 cuBLASLt"), bilingual_text("faster: time, cycles", "加快：时间，周期")],
+                   [[shape_label(p["unstaged"]), f"{p['block_m']}×128",
+                     f"{p['unstaged']['tflops']:.1f} → {p['staged']['tflops']:.1f}",
+                     f"{p['unstaged']['ratio_to_baseline']:.1%} → {p['staged']['ratio_to_baseline']:.1%}",
+                     f"{p['gain']:+.1%} / {p['cycle_gain']:+.1%}"] for p in staged_pairs(run["records"])],
+                   caption=_where_text(run["provenance"]))
+    m = lambda r, k: r["metrics"].get(k)  # noqa: E731
+    lt = _baseline_label({"level": "cublas", "dtype": DTYPE, "baseline": "cublaslt_blockwise", "params": {}}, short=True)
+    rows = [[shape_label(r), bilingual_text(*(step_label(r["step"]) if r["kind"] == "fp8" else lt).split(" · ", 1)),
+             f"{m(r, 'cycles_elapsed_avg') / 1e3:.1f}k", f"{m(r, 'global_load_instructions') / 1e3:.1f}k",
+             f"{m(r, 'tensor_pipe_pct'):.1f}%", f"{m(r, 'stall_long_scoreboard'):.2f}", f"{m(r, 'stall_lg_throttle'):.2f}",
+             f"{m(r, 'stall_mio_throttle'):.2f}", f"{m(r, 'stall_dispatch_stall'):.2f}"] for r in counters["rows"]]
+    profile = Table([bilingual_text("shape", "形状"), bilingual_text("kernel", "内核"), bilingual_text("cycles", "周期"),
+                     bilingual_text("global loads", "全局加载指令"), bilingual_text("Tensor pipe busy", "张量流水线忙碌"),
+                     "long_scoreboard", "lg_throttle", "mio_throttle", "dispatch_stall"], rows,
+                    caption=_where_text(counters["provenance"], "counters"))
+    lines = len(timing.rows) + len(profile.rows)
+    return Fold(bilingual_text(f"Staged scales: the recorded pairs and their counters ({lines} rows)",
+                      f"缩放因子经共享内存：实测的成对结果及其计数器（{lines} 行）"), timing, profile)
+
+
+def _where_text(provenance: Mapping[str, Any], what: str = "timing") -> Any:
+    en, zh = where(provenance, what).split(" · ", 1)
+    return bilingual_text(en, zh)
 
 
 def counters_table() -> Any:

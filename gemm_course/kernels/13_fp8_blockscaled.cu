@@ -32,6 +32,7 @@
 //                                 m64n128k32. OVERLAP = false: each k-block is waited for, then promoted
 //                                 (the Tensor Cores idle meanwhile); OVERLAP = true: two partial-sum
 //                                 buffers, so the next k-block's wgmma runs while this one is promoted.
+//                                 STAGED (b and c): where the consumers find the scales, see below.
 //   (c) fp8_gemm_blockwise_m64    kernel (b) for few rows of A (decode shapes): 64×128 tiles whose two
 //                                 consumers split the columns (m64n64k32 each); see the end of the file.
 //
@@ -53,6 +54,17 @@
 //         acc  += part · (a_scale[row][kb] · b_scale[nb][kb])     64 FMAs per thread, CUDA cores
 //
 //     per thread: 64 registers of part + 64 of acc (why the tile is 128×128, not 128×256)
+//
+// SCALES, STAGED OR NOT (kernels b and c). With STAGED = false every consumer thread loads its three
+// scales of a k-block (its two rows' of A, its tile's of B) from global memory itself: 8 warps × 3 load
+// instructions per k-block and block, each reaching 8 rows of A that lie a whole row of scales apart.
+// With STAGED = true the producer warp copies them into the stage, beside the k-block's A and B: each
+// lane copies 4 bytes per row of the tile (cp.async, 4 rows per lane for 128 rows) and lane 0 B's one
+// scale; each lane's copies then arrive on the stage's full barrier on their own (cp.async.mbarrier
+// .arrive.noinc), so the barrier now counts 1 + 32 arrivals. A consumer reads its scales from shared
+// memory once the stage is full, like A and B:
+//
+//   stage s:  A 128 rows × 128 B | B 128 rows × 128 B  ...  scales of stage s: A[0…127], B, 3 floats pad
 //
 // While one consumer warpgroup promotes, the other one's wgmma keeps the Tensor Cores busy. Kernel
 // (a) does no promotion: it is what cuBLAS calls "fast accumulation" (torch._scaled_mm with
@@ -86,6 +98,10 @@ constexpr int FP8_BM = 128;               // rows of a tile: two consumers × 64
 constexpr int FP8_BK = 128;               // k per stage: 128 bytes = one swizzle row = one scale block
 constexpr int FP8_A_BYTES = FP8_BM * FP8_BK;
 constexpr int FP8_CONSUMER_WARPS = 8;
+
+// One stage's scales (STAGED): BM floats of A, one of B, padded so every stage starts on 16 bytes.
+template <int BM>
+__host__ __device__ constexpr int scale_slot_bytes() { return (BM + 4) * 4; }
 
 // A K-major operand with the 128-byte swizzle, as Level 11's A: 8-row groups 1024 B apart (the
 // "leading" offset is not used by a swizzled K-major operand whose k fits in one swizzle row; 16 B as
@@ -182,13 +198,29 @@ __device__ __forceinline__ int unit_count(int M, int N, int splits)
 // One thread walks the same units in the same order as the consumers and keeps the ring full; a
 // stage is one TMA box of A (128 rows) and one of B (BN rows), both 128 bytes of k wide.
 
-template <int BN, int STAGES, int BM = FP8_BM>
-__device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap* map_b, unsigned a_base,
-                                        unsigned b_base, unsigned long long* full, unsigned long long* empty,
-                                        int M, int N, int K, int splits)
+// 4 bytes from global to shared memory, asynchronously (cp.async: .ca, the only kind that copies 4 bytes).
+__device__ __forceinline__ void copy_scale(unsigned dst, const float* src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
+}
+
+// This thread arrives on `bar` once all the cp.async it has issued so far have landed. .noinc: the
+// arrival counts against the barrier's initial count, like a plain arrive.
+__device__ __forceinline__ void arrive_when_copied(unsigned bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+}
+
+// STAGED = false: thread 0 alone. STAGED = true: the whole warp 0, every lane copying scales (above).
+template <int BN, int STAGES, int BM, bool STAGED>
+__device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap* map_b, const float* a_scales,
+                                        const float* b_scales, unsigned a_base, unsigned b_base,
+                                        unsigned scale_base, unsigned long long* full,
+                                        unsigned long long* empty, int M, int N, int K, int splits)
 {
     constexpr int A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
+    const int lane = threadIdx.x % 32;
     int it = 0;  // k-blocks issued so far, over all units: position in the ring and its phase
     for (int u = blockIdx.x; u < unit_count<BN, BM>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN, BM>(u, M, N, k_blocks, splits);
@@ -196,22 +228,35 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
             const int s = it % STAGES;
             const unsigned bar = smem_u32(&full[s]);
             mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // first round: passes at once
-            mbar_expect_bytes(bar, A_BYTES + B_BYTES);              // parts past the edges count too (zeros)
-            tma_load(a_base + s * A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
-            tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
+            if (lane == 0) {
+                mbar_expect_bytes(bar, A_BYTES + B_BYTES);  // parts past the edges count too (zeros)
+                tma_load(a_base + s * A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
+                tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
+            }
+            if constexpr (STAGED) {
+                const unsigned slot = scale_base + s * scale_slot_bytes<BM>();
+                // Rows past M (never stored) take row M - 1's scale: every address stays inside the array.
+                for (int r = lane; r < BM; r += 32)
+                    copy_scale(slot + 4 * r, a_scales + (size_t)min(w.m0 + r, M - 1) * k_blocks + kb);
+                if (lane == 0) copy_scale(slot + 4 * BM, b_scales + (size_t)(w.n0 / BN) * k_blocks + kb);
+                arrive_when_copied(bar);
+                __syncwarp();
+            }
         }
     }
+    if constexpr (STAGED) asm volatile("cp.async.wait_all;\n" ::: "memory");  // none left in flight
 }
 
 // Barriers, then the producer's side. Returns false in the producer warpgroup (its work is done).
-template <int BN, int STAGES, int BM = FP8_BM>
-__device__ __forceinline__ bool start_roles(const TensorMap* map_a, const TensorMap* map_b, unsigned a_base,
-                                            unsigned b_base, unsigned long long* full, unsigned long long* empty,
-                                            int M, int N, int K, int splits)
+template <int BN, int STAGES, int BM = FP8_BM, bool STAGED = false>
+__device__ __forceinline__ bool start_roles(const TensorMap* map_a, const TensorMap* map_b, const float* a_scales,
+                                            const float* b_scales, unsigned a_base, unsigned b_base,
+                                            unsigned scale_base, unsigned long long* full,
+                                            unsigned long long* empty, int M, int N, int K, int splits)
 {
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(smem_u32(&full[s]), 1);                     // the producer's expect_tx
+            mbar_init(smem_u32(&full[s]), STAGED ? 1 + 32 : 1);  // the producer's expect_tx (+ each lane's copies)
             mbar_init(smem_u32(&empty[s]), FP8_CONSUMER_WARPS);   // one arrival per consumer warp
         }
         fence_barrier_init();
@@ -219,7 +264,9 @@ __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const Tensor
     __syncthreads();
     if (threadIdx.x < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) produce<BN, STAGES, BM>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits);
+        if (threadIdx.x < (STAGED ? 32 : 1))
+            produce<BN, STAGES, BM, STAGED>(map_a, map_b, a_scales, b_scales, a_base, b_base, scale_base, full,
+                                            empty, M, N, K, splits);
         return false;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -239,7 +286,7 @@ fp8_gemm_per_tensor(const TensorMap* __restrict__ map_a, const TensorMap* __rest
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * FP8_A_BYTES;
-    if (!start_roles<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K, 1)) return;
+    if (!start_roles<BN, STAGES>(map_a, map_b, nullptr, nullptr, a_base, b_base, 0, full, empty, M, N, K, 1)) return;
 
     const int thread = threadIdx.x % 128, rows = (threadIdx.x / 128 - 1) * 64;  // this consumer's rows
     const bool releaser = thread % 32 == 0;
@@ -284,16 +331,40 @@ __device__ __forceinline__ void promote(float (&acc)[REGS], const float (&part)[
     }
 }
 
-// The scales of k-block kb for this thread's two rows, already multiplied by B's block scale.
+// The scales of k-block kb (in ring stage s) for this thread's two rows, already multiplied by B's
+// block scale. STAGED = false: from global memory, any time (the consumers load them before they wait
+// for the stage, so the load's latency hides); STAGED = true: from the stage, once it is full.
+template <bool STAGED_, int BM>
 struct BlockScales {
-    const float *a_top, *a_bottom, *b_row;
-    __device__ __forceinline__ void at(int kb, float& top, float& bottom) const
+    static constexpr bool STAGED = STAGED_;
+    const float *a_top, *a_bottom, *b_row;  // STAGED = false: this thread's rows of the scale arrays
+    const float* stages;                    // STAGED = true: the scales of stage 0 in shared memory
+    int row;                                // STAGED = true: the top row in the tile
+    __device__ __forceinline__ void at(int kb, int s, float& top, float& bottom) const
     {
-        const float b = b_row[kb];
-        top = a_top[kb] * b;
-        bottom = a_bottom[kb] * b;
+        if constexpr (STAGED) {
+            const float* slot = stages + s * (scale_slot_bytes<BM>() / 4);
+            top = slot[row] * slot[BM];
+            bottom = slot[row + 8] * slot[BM];
+        } else {
+            const float b = b_row[kb];
+            top = a_top[kb] * b;
+            bottom = a_bottom[kb] * b;
+        }
     }
 };
+
+// The scales a consumer thread of a tile at (m0, n0) reads; my_row: its top row in the tile (and + 8).
+template <bool STAGED, int BM, int BN>
+__device__ __forceinline__ BlockScales<STAGED, BM> scales_for(const float* a_scales, const float* b_scales,
+                                                              const float* stages, const WorkUnit& w, int M,
+                                                              int k_blocks, int my_row)
+{
+    // Rows past M (never stored) read row M - 1's scales, so every address stays inside the array.
+    return {a_scales + (size_t)min(w.m0 + my_row, M - 1) * k_blocks,
+            a_scales + (size_t)min(w.m0 + my_row + 8, M - 1) * k_blocks,
+            b_scales + (size_t)(w.n0 / BN) * k_blocks, stages, my_row};
+}
 
 // The thread's two rows in one slice of the workspace: register 4j + i is row (+8 if i ≥ 2), column
 // col + 8j + i%2, so every element is a fixed offset from one of two pointers (64 separate addresses
@@ -376,9 +447,9 @@ __device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* wor
 //
 //   wgmma  | kb   → p0 | kb+1 → p1 | kb+2 → p0 | ...
 //   FMAs   |           | p0 += kb  | p1 += kb+1| ...
-template <int STAGES, int REGS>
+template <int STAGES, int REGS, typename Scales>
 __device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const WorkUnit& w, int& it,
-                                                    const BlockScales& scales, unsigned a_tile, int a_bytes,
+                                                    const Scales& scales, unsigned a_tile, int a_bytes,
                                                     unsigned b_tile, int b_bytes, unsigned long long* full,
                                                     unsigned long long* empty, bool releaser)
 {
@@ -386,8 +457,9 @@ __device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const Wo
     float top0, bottom0, top1, bottom1;  // each buffer's scales, loaded when its wgmma is issued
     auto issue = [&](float (&part)[REGS], float& top, float& bottom, int kb, int at) {
         const int s = at % STAGES;
-        scales.at(kb, top, bottom);  // used only after the wgmma: the load's latency hides
+        if constexpr (!Scales::STAGED) scales.at(kb, s, top, bottom);  // used only after the wgmma
         mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
+        if constexpr (Scales::STAGED) scales.at(kb, s, top, bottom);   // in the stage once it is full
         wgmma_fence();  // part was read by its last promotion: order that before wgmma rewrites it
         wgmma_k_block(part, a_tile + s * a_bytes, b_tile + s * b_bytes, true);
         wgmma_commit();
@@ -422,7 +494,7 @@ __device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const Wo
     it += count;
 }
 
-template <int STAGES, bool OVERLAP>
+template <int STAGES, bool OVERLAP, bool STAGED = false>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                    const float* __restrict__ a_scales, const float* __restrict__ b_scales, u16* __restrict__ C,
@@ -433,7 +505,11 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ int last_flag;
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * FP8_A_BYTES;
-    if (!start_roles<BN, STAGES>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits)) return;
+    const unsigned scale_base = b_base + STAGES * B_BYTES;  // STAGED: each stage's scales
+    if (!start_roles<BN, STAGES, FP8_BM, STAGED>(map_a, map_b, a_scales, b_scales, a_base, b_base, scale_base, full,
+                                                 empty, M, N, K, splits))
+        return;
+    const float* stage_scales = reinterpret_cast<const float*>(smem + (scale_base - smem_u32(smem)));
 
     const int thread = threadIdx.x % 128, rows = (threadIdx.x / 128 - 1) * 64;
     const bool releaser = thread % 32 == 0;
@@ -443,11 +519,7 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
     int it = 0;
     for (int u = blockIdx.x; u < unit_count<BN>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN>(u, M, N, k_blocks, splits);
-        // The scale rows this thread needs. Rows past M (never stored) read row M - 1's scales, so
-        // every address stays inside the array.
-        const BlockScales scales{a_scales + (size_t)min(w.m0 + my_row, M - 1) * k_blocks,
-                                 a_scales + (size_t)min(w.m0 + my_row + 8, M - 1) * k_blocks,
-                                 b_scales + (size_t)(w.n0 / BN) * k_blocks};
+        const auto scales = scales_for<STAGED, FP8_BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
         float acc[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -456,8 +528,9 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
             float top, bottom;
             for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++it) {
                 const int s = it % STAGES;
-                scales.at(kb, top, bottom);  // loaded here, used after the wgmma: the latency hides
+                if constexpr (!STAGED) scales.at(kb, s, top, bottom);  // loaded here, used after the wgmma
                 mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
+                if constexpr (STAGED) scales.at(kb, s, top, bottom);
                 wgmma_fence();  // part was read by the promotion below: order that before wgmma rewrites it
                 wgmma_k_block(part, a_rows + s * FP8_A_BYTES, b_base + s * B_BYTES, true);
                 wgmma_commit();
@@ -490,7 +563,7 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
 //
 //   stage:  A 64 rows × 128 B (8 KB)  |  B 128 rows × 128 B (16 KB): consumer 0 ← rows 0–63, 1 ← 64–127
 
-template <int STAGES>
+template <int STAGES, bool STAGED = false>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                        const float* __restrict__ a_scales, const float* __restrict__ b_scales, u16* __restrict__ C,
@@ -501,7 +574,11 @@ fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __r
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ int last_flag;
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
-    if (!start_roles<BN, STAGES, BM>(map_a, map_b, a_base, b_base, full, empty, M, N, K, splits)) return;
+    const unsigned scale_base = b_base + STAGES * B_BYTES;  // STAGED: each stage's scales
+    if (!start_roles<BN, STAGES, BM, STAGED>(map_a, map_b, a_scales, b_scales, a_base, b_base, scale_base, full,
+                                             empty, M, N, K, splits))
+        return;
+    const float* stage_scales = reinterpret_cast<const float*>(smem + (scale_base - smem_u32(smem)));
 
     const int thread = threadIdx.x % 128, cols = (threadIdx.x / 128 - 1) * 64;  // this consumer's columns
     const bool releaser = thread % 32 == 0;
@@ -510,9 +587,7 @@ fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __r
     int it = 0;
     for (int u = blockIdx.x; u < unit_count<BN, BM>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN, BM>(u, M, N, k_blocks, splits);
-        const BlockScales scales{a_scales + (size_t)min(w.m0 + my_row, M - 1) * k_blocks,
-                                 a_scales + (size_t)min(w.m0 + my_row + 8, M - 1) * k_blocks,
-                                 b_scales + (size_t)(w.n0 / BN) * k_blocks};
+        const auto scales = scales_for<STAGED, BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
         float acc[REGS];
 #pragma unroll
         for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;

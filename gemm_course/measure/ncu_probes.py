@@ -13,7 +13,7 @@
 Each ncu run launches every target once unprofiled, then once inside the NVTX range `gemm_course` that ncu
 is told to profile (`--clock-control none`, caches flushed before each replay pass, ncu's default).
 
-    python -c "from gemm_course import ncu_probes as p; p.record_promotion_counters('FILE')"
+    python -c "from gemm_course.measure import ncu_probes as p; p.record_promotion_counters('FILE')"
 """
 from __future__ import annotations
 
@@ -58,6 +58,21 @@ PROMOTION_STEPS: tuple[dict[str, Any], ...] = (
     {"scaling": "blockwise", "overlap": False, "splits": 1},
     {"scaling": "blockwise", "overlap": True, "splits": 1},
 )
+# Scales staged by the producer against the overlapped kernel that loads them in the consumers (and that
+# kernel waiting for promotion, to see the same counters as the promotion question).
+STAGED_COUNTER_STEPS: tuple[dict[str, Any], ...] = (
+    {"scaling": "blockwise", "overlap": True, "splits": 1},
+    {"scaling": "blockwise", "overlap": True, "splits": 1, "staged_scales": True},
+    {"scaling": "blockwise", "overlap": False, "splits": 1, "staged_scales": True},
+)
+# ... and at the decode shape Level 13's small-M counters profile, the 64-row kernel with the two splits its
+# model picks there, without and with staged scales.
+STAGED_DECODE_SHAPE = (64, 7168, 16384)
+STAGED_DECODE_COUNTER_STEPS: tuple[dict[str, Any], ...] = (
+    {"scaling": "blockwise", "block_m": 64, "splits": 2},
+    {"scaling": "blockwise", "block_m": 64, "splits": 2, "staged_scales": True},
+)
+STAGED_COUNTER_PLAN = (((SIZE,) * 3, STAGED_COUNTER_STEPS), (STAGED_DECODE_SHAPE, STAGED_DECODE_COUNTER_STEPS))
 # The probe's settings: Level 8's default (128×128, 64×32 warp tiles) and the 64×256 setting (64×64).
 PROBE_TILES = ((128, 128, 64, 32), (64, 256, 64, 64))
 PROBE_PATTERNS = {0: "A's fragment loads", 1: "B's fragment loads", 2: "A's and B's, as in a k-step of Level 8",
@@ -128,7 +143,24 @@ def _profile(ncu: str, targets: list[dict[str, Any]], metrics: dict[str, str]) -
 
 
 def _assign(targets: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Each target's kernels: one per course kernel; a library target (only the last may be one) takes the rest."""
+    """Each target's kernels: one per course kernel; a library target takes the kernels up to the next course
+    kernel (an FP8 plan's are named fp8_gemm_*), or, where it is the only library target and the last one, the
+    rest."""
+    library = [t["kind"] == "cublaslt_blockwise" for t in targets]
+    ours = lambda row: row["kernel"].removeprefix("void ").startswith("fp8_gemm")  # noqa: E731
+    if sum(library) > 1:
+        out, j = [], 0
+        for is_library in library:
+            take = 1 if not is_library else next(
+                (n for n in range(len(rows) - j + 1) if j + n == len(rows) or ours(rows[j + n])))
+            if take == 0 or j + take > len(rows) or (not is_library and not ours(rows[j])):
+                raise RuntimeError(f"{len(targets)} targets but the profiled kernels do not match them: "
+                                   + ", ".join(r["kernel"][:40] for r in rows))
+            out.append(rows[j:j + take])
+            j += take
+        if j != len(rows):
+            raise RuntimeError(f"{len(targets)} targets but {len(rows)} profiled kernels")
+        return out
     fixed = [t for t in targets if t["kind"] != "cublaslt_blockwise"]
     if len(rows) < len(fixed) or (len(rows) > len(fixed) and targets[-1]["kind"] != "cublaslt_blockwise"):
         raise RuntimeError(f"{len(targets)} targets but {len(rows)} profiled kernels")
@@ -159,14 +191,19 @@ def _write(out: str | Path, method: str, extra: dict[str, Any], key: str, rows: 
     return payload
 
 
-def record_promotion_counters(out: str | Path, size: int = SIZE, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Level 13's promotion question in the counters at size³ (see the module's docstring)."""
+def record_promotion_counters(out: str | Path, progress: Callable[[str], None] = print,
+                              plan: Sequence[tuple[tuple[int, int, int], Sequence[dict[str, Any]]]]
+                              = (((SIZE,) * 3, PROMOTION_STEPS),)) -> dict[str, Any]:
+    """Level 13's promotion question in the counters at 4096³ (see the module's docstring); plan: per shape
+    (M, N, K), the kernels profiled there beside cuBLASLt (STAGED_COUNTER_PLAN: where the scales come from)."""
     from gemm_course.fp8.gemm import _require_hopper
 
     _require_hopper()
     ncu, version = _ncu()
-    targets = [{"kind": "fp8", "step": dict(s), "M": size, "N": size, "K": size} for s in PROMOTION_STEPS]
-    targets.append({"kind": "cublaslt_blockwise", "M": size, "N": size, "K": size})
+    targets: list[dict[str, Any]] = []
+    for (M, N, K), steps in plan:
+        targets += [{"kind": "fp8", "step": dict(s), "M": M, "N": N, "K": K} for s in steps]
+        targets.append({"kind": "cublaslt_blockwise", "M": M, "N": N, "K": K})
     runs, used, missing, commands = [], {}, [], []
     for group, names in PROMOTION_METRICS.items():
         keep, lost = _offered(ncu, names)

@@ -44,7 +44,16 @@
 #            --missing-only; the shipped h200_counters_11_stream_k.json)
 #   stage 16: Level 11's search space, step 7 in it, swept again at 4096³ and the decode shapes (record --sweep-only;
 #            the shipped h200_tuning_11.json, which supersedes the Level 11 rows of h200_tuning_10_11.json)
-# Usage: gemm_course/results/record_h200_clocks.sh 1|2|...|16 OUTDIR
+#   stage 17: after Level 13's staged scales (the producer copies each k-block's scales into its stage): Level 13's
+#            GPU tests (odd shapes, every ring depth, split-K, both with and without staged scales) and
+#            compute-sanitizer memcheck of the staged kernels on odd shapes
+#   stage 18: then the blockwise kernels with and without staged scales at the squares and the decode shapes,
+#            cuBLASLt paired (fp8 --record --staged; the shipped h200_13_staged_scales.json), and their counters
+#            at 4096³ and 64×7168×16384 beside block-scaled cuBLASLt (fp8 --counters --staged; the shipped
+#            clocks/h200_13_staged_counters.json), and the same kernels at 2 to 4 splits where the split-K model does
+#            not split (the N = 24576 decode shapes; h200_13_staged_splits.json); then stage 13 again, for the search
+#            space with staged scales
+# Usage: gemm_course/results/record_h200_clocks.sh 1|2|...|18 OUTDIR
 set -uo pipefail
 stage=${1:?stage 1 or 2}; out=${2:?output folder}
 mkdir -p "$out"
@@ -97,8 +106,8 @@ PY
       --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -16
 elif [ "$stage" = 5 ]; then
   timeout 150 $py -m gemm_course counters --record --levels 08_warp_tiling --out "$out/h200_08_counters_after_fix.json" 2>&1 | tail -4
-  timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_promotion_counters('$out/h200_13_promotion_counters.json')" 2>&1 | tail -8
-  timeout 120 $py -c "from gemm_course import ncu_probes as p; p.record_bank_probe('$out/h200_08_bank_probe.json')" 2>&1 | tail -24
+  timeout 150 $py -c "from gemm_course.measure import ncu_probes as p; p.record_promotion_counters('$out/h200_13_promotion_counters.json')" 2>&1 | tail -8
+  timeout 120 $py -c "from gemm_course.measure import ncu_probes as p; p.record_bank_probe('$out/h200_08_bank_probe.json')" 2>&1 | tail -24
   ncu=$($py -c "from gemm_course.measure.counters import find_ncu; print(find_ncu())")
   cat > /tmp/l8_source.json <<'JS'
 [{"kind": "level8", "params": {"BM": 64, "BN": 256, "WM": 64, "WN": 64, "stepped": true}, "variant": "as_is", "M": 4096, "N": 4096, "K": 4096}]
@@ -107,7 +116,7 @@ JS
       --import-source no -f -o "$out/h200_08_source" $py -m gemm_course.measure.ncu_probes /tmp/l8_source.json 2>&1 | tail -3
   timeout 60 "$ncu" -i "$out/h200_08_source.ncu-rep" --page source --print-source sass --csv > "$out/h200_08_source_sass.csv" 2>&1
   echo "source page: $(wc -l < "$out/h200_08_source_sass.csv") lines"; head -c 600 "$out/h200_08_source_sass.csv"; echo
-  timeout 150 $py -c "from gemm_course import ncu_probes as p; p.record_barrier_blocks('$out/h200_10_barrier_blocks.json')" 2>&1 | tail -9
+  timeout 150 $py -c "from gemm_course.measure import ncu_probes as p; p.record_barrier_blocks('$out/h200_10_barrier_blocks.json')" 2>&1 | tail -9
 elif [ "$stage" = 6 ]; then
   timeout 240 $py -m pytest -q -o addopts="" -p no:cacheprovider tests/test_prepared_launch.py tests/test_fp8_gemm.py \
       "tests/test_gpu.py::test_mma_pipeline_fed_by_tma_on_odd_shapes" "tests/test_gpu.py::test_hopper_level_correct_on_odd_shapes" 2>&1 | tail -6
@@ -116,7 +125,7 @@ elif [ "$stage" = 7 ]; then
   commit=5facd7f37eedbdb19602e6f5302c5ecfe7a7a90b
   earlier=${EARLIER:-/tmp/08_warp_tiling_earlier.cu}
   [ -n "${EARLIER:-}" ] || git show "$commit:gemm_course/kernels/08_warp_tiling.cu" > "$earlier" || exit 1
-  timeout 300 $py -c "from gemm_course import ncu_probes as p; p.record_level8_edit_ab('$out/h200_08_edit_ab.json', '$earlier', '$commit')" 2>&1 | tail -50
+  timeout 300 $py -c "from gemm_course.measure import ncu_probes as p; p.record_level8_edit_ab('$out/h200_08_edit_ab.json', '$earlier', '$commit')" 2>&1 | tail -50
 elif [ "$stage" = 8 ]; then
   SECONDS=0
   timeout 300 $py -m gemm_course record --levels 08_warp_tiling --out "$out/h200_08_warp_tiling.json" 2>&1 | tail -40
@@ -213,6 +222,32 @@ elif [ "$stage" = 16 ]; then
   SECONDS=0
   timeout 300 $py -m gemm_course record --levels 11_hopper_wgmma --sweep-only --out "$out/h200_tuning_11.json" 2>&1 | tail -4
   echo "sweep 11: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 17 ]; then
+  SECONDS=0
+  timeout 330 $py -m pytest -q -x -o addopts="" -p no:cacheprovider tests/test_fp8_gemm.py 2>&1 | tail -4
+  echo "GPU tests: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  cat > /tmp/memcheck_l13.py <<'PY'
+import cupy
+from gemm_course.fp8 import gemm as fg
+cupy.cuda.set_allocator(None)  # one cudaMalloc per array, so that memcheck sees each array's own bounds
+for (M, N, K), options in (((129, 264, 1152), {}), ((7, 136, 256), {"splits": 2}), ((65, 300, 2064), {"block_m": 64}),
+                           ((300, 7, 1040), {"block_m": 64, "splits": 3}), ((1, 8, 16), {"overlap": False})):
+    a, sa, b, sb = fg.random_fp8_operands(M, N, K, "blockwise", seed=M)
+    C = fg.fp8_gemm(cupy.asarray(a), cupy.asarray(sa), cupy.asarray(b), cupy.asarray(sb), staged_scales=True, **options)
+    cupy.cuda.Device().synchronize()
+    print((M, N, K), options, "ran", flush=True)
+PY
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 $py /tmp/memcheck_l13.py 2>&1 | tail -4
+  echo "memcheck: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+elif [ "$stage" = 18 ]; then
+  SECONDS=0
+  timeout 260 $py -m gemm_course fp8 --record --staged --out "$out/h200_13_staged_scales.json" 2>&1 | tail -40
+  echo "staged scales: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  timeout 150 $py -m gemm_course fp8 --counters --staged --out "$out/h200_13_staged_counters.json" 2>&1 | tail -8
+  echo "counters: exit ${PIPESTATUS[0]}, ${SECONDS} s"
+  timeout 150 $py -m gemm_course fp8 --record --staged --splits 1,2,3,4 --sizes 64x24576x1536,128x24576x1536 \
+      --out "$out/h200_13_staged_splits.json" 2>&1 | tail -40
+  echo "split counts: exit ${PIPESTATUS[0]}, ${SECONDS} s"
 else
   timeout 170 $py -m gemm_course record --levels 08_warp_tiling --showcase-only --sizes 4096,8192 \
       --out "$out/h200_top_rungs_float32_clocks.json" 2>&1 | tail -20
