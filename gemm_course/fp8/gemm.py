@@ -730,6 +730,7 @@ STAGED_STEPS: tuple[dict[str, Any], ...] = tuple(
     for rows in ({"overlap": True}, {"block_m": 64}) for staged in ({}, {"staged_scales": True}))
 STAGED_SHAPES = tuple((n, n, n) for n in SQUARES) + DECODE_SHAPES
 
+
 def with_split_counts(steps: Sequence[dict[str, Any]], counts: Sequence[int]) -> list[dict[str, Any]]:
     """The steps with each blockwise one timed at every split count in `counts` instead of its own (a
     measurement of the split-K model: `fp8 --record --staged --splits 1,2,3`); per-tensor steps as they are."""
@@ -759,7 +760,7 @@ def search_space() -> list[dict[str, Any]]:
     ring depth that fits in shared memory; the blockwise ones without split-K and with the model's split-K
     ("auto", timed only at shapes where it does split); the 64-row kernel also with its scales staged by the
     producer, from STAGED_MIN_DEPTH stages up (shallower rings are the slowest blockwise settings at every sweep
-    shape; tests/test_tuning_fp8.py checks it in the recorded sweep). Promotion waited for (overlap=False) is a
+    shape; tests/test_autotune.py checks it in the recorded sweep). Promotion waited for (overlap=False) is a
     step the chapter measures, not a choice a tuner needs, and so are staged scales with 128-row tiles: in the
     staged record they lose at the squares and never beat the 64-row kernel at a decode shape."""
     space: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ import numpy as np
 
 from gemm_course.fp8 import formats as fp8, gemm as fp8_gemm
 from gemm_course.measure import results
-from gemm_course.bilingual.text import Fold, Shown, Table, show as show_text, text as bilingual_text
+from gemm_course.bilingual.text import Fold, Shown, Table, from_message, show as show_text, text as bilingual_text
 from gemm_course.fp8.gemm import DTYPE, LEVEL_ID, STEPS
 
 # A published kernel of this kind: DeepGEMM, DeepSeek's open-source FP8 GEMM library with 1×128 / 128×128
@@ -491,25 +491,20 @@ def staged_table() -> Any:
                      f"{p['unstaged']['tflops']:.1f} → {p['staged']['tflops']:.1f}",
                      f"{p['unstaged']['ratio_to_baseline']:.1%} → {p['staged']['ratio_to_baseline']:.1%}",
                      f"{p['gain']:+.1%} / {p['cycle_gain']:+.1%}"] for p in staged_pairs(run["records"])],
-                   caption=_where_text(run["provenance"]))
+                   caption=from_message(where(run["provenance"])))
     m = lambda r, k: r["metrics"].get(k)  # noqa: E731
     lt = _baseline_label({"level": "cublas", "dtype": DTYPE, "baseline": "cublaslt_blockwise", "params": {}}, short=True)
-    rows = [[shape_label(r), bilingual_text(*(step_label(r["step"]) if r["kind"] == "fp8" else lt).split(" · ", 1)),
+    rows = [[shape_label(r), from_message(step_label(r["step"]) if r["kind"] == "fp8" else lt),
              f"{m(r, 'cycles_elapsed_avg') / 1e3:.1f}k", f"{m(r, 'global_load_instructions') / 1e3:.1f}k",
              f"{m(r, 'tensor_pipe_pct'):.1f}%", f"{m(r, 'stall_long_scoreboard'):.2f}", f"{m(r, 'stall_lg_throttle'):.2f}",
              f"{m(r, 'stall_mio_throttle'):.2f}", f"{m(r, 'stall_dispatch_stall'):.2f}"] for r in counters["rows"]]
     profile = Table([bilingual_text("shape", "形状"), bilingual_text("kernel", "内核"), bilingual_text("cycles", "周期"),
                      bilingual_text("global loads", "全局加载指令"), bilingual_text("Tensor pipe busy", "张量流水线忙碌"),
                      "long_scoreboard", "lg_throttle", "mio_throttle", "dispatch_stall"], rows,
-                    caption=_where_text(counters["provenance"], "counters"))
+                    caption=from_message(where(counters["provenance"], "counters")))
     lines = len(timing.rows) + len(profile.rows)
     return Fold(bilingual_text(f"Staged scales: the recorded pairs and their counters ({lines} rows)",
                       f"缩放因子经共享内存：实测的成对结果及其计数器（{lines} 行）"), timing, profile)
-
-
-def _where_text(provenance: Mapping[str, Any], what: str = "timing") -> Any:
-    en, zh = where(provenance, what).split(" · ", 1)
-    return bilingual_text(en, zh)
 
 
 def counters_table() -> Any:

@@ -143,30 +143,27 @@ def _profile(ncu: str, targets: list[dict[str, Any]], metrics: dict[str, str]) -
 
 
 def _assign(targets: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Each target's kernels: one per course kernel; a library target takes the kernels up to the next course
-    kernel (an FP8 plan's are named fp8_gemm_*), or, where it is the only library target and the last one, the
-    rest."""
-    library = [t["kind"] == "cublaslt_blockwise" for t in targets]
+    """Each target's kernels, in launch order: a course kernel's one; a library call's (it may launch helpers)
+    the kernels up to the next FP8 course kernel (named fp8_gemm_*) where a course target follows it, else the
+    rest. A profile that does not fit the targets is refused."""
     ours = lambda row: row["kernel"].removeprefix("void ").startswith("fp8_gemm")  # noqa: E731
-    if sum(library) > 1:
-        out, j = [], 0
-        for is_library in library:
-            take = 1 if not is_library else next(
-                (n for n in range(len(rows) - j + 1) if j + n == len(rows) or ours(rows[j + n])))
-            if take == 0 or j + take > len(rows) or (not is_library and not ours(rows[j])):
-                raise RuntimeError(f"{len(targets)} targets but the profiled kernels do not match them: "
-                                   + ", ".join(r["kernel"][:40] for r in rows))
-            out.append(rows[j:j + take])
-            j += take
-        if j != len(rows):
-            raise RuntimeError(f"{len(targets)} targets but {len(rows)} profiled kernels")
-        return out
-    fixed = [t for t in targets if t["kind"] != "cublaslt_blockwise"]
-    if len(rows) < len(fixed) or (len(rows) > len(fixed) and targets[-1]["kind"] != "cublaslt_blockwise"):
-        raise RuntimeError(f"{len(targets)} targets but {len(rows)} profiled kernels")
-    out = [[r] for r in rows[:len(fixed)]]
-    if len(fixed) < len(targets):
-        out.append(rows[len(fixed):])
+    library = [t["kind"] == "cublaslt_blockwise" for t in targets]
+    out, j = [], 0
+    for i, is_library in enumerate(library):
+        left = len(rows) - j
+        if not is_library:
+            take = 1
+        elif not all(library[i + 1:]):  # a course kernel follows: stop at it
+            take = next((n for n in range(left) if ours(rows[j + n])), left)
+        else:
+            take = left
+        if take == 0 or take > left:
+            break
+        out.append(rows[j:j + take])
+        j += take
+    if len(out) != len(targets) or j != len(rows):
+        raise RuntimeError(f"{len(targets)} targets but the {len(rows)} profiled kernels do not match them: "
+                           + ", ".join(r["kernel"][:40] for r in rows))
     return out
 
 
