@@ -31,6 +31,7 @@ TENSOR_CORE_SHAPES: tuple[tuple[int, int, int], ...] = ((64, 64, 64), (128, 200,
 GPU_TIMEOUT_S = 120
 TIMING_SIZE = 2048  # big enough to fill an H200 with any level's tiles, small enough to time in seconds
 
+PRINTED_LINES = 10  # of what an answer printed, shown under its verdict
 EXIT_CODES = {"solved": 0, "failed": 1, "not_verified": 3}
 """The command line's exit code per verdict status (2 is a usage error)."""
 
@@ -45,13 +46,15 @@ class Step:
 
 @dataclass
 class Attempt:
-    """One grading: the exercise, the learner's answer, the name its messages use, and the seed of the
-    random shape and inputs (printed in the verdict, so that a failure can be reproduced)."""
+    """One grading: the exercise, the learner's answer, the name its messages use, the seed of the random
+    shape and inputs (printed in the verdict, so that a failure can be reproduced) and the grader's own
+    seed for what the learner does not choose (which blocks are profiled, the blocks' orders)."""
     exercise: Any
     source: str
     file_name: str = "my_kernel.cu"
     seed: int = 0
     cache: dict = field(default_factory=dict)  # what several checks share (e.g. the access profiles)
+    grader_seed: int = 0
 
     @property
     def rng(self) -> np.random.Generator:
@@ -63,6 +66,8 @@ class Verdict:
     exercise: str
     steps: list[Step] = field(default_factory=list)
     seed: Optional[int] = None
+    seed_chosen: bool = False   # the caller chose the seed (to reproduce a failure): progress marks such a pass
+    printed: str = ""           # what the answer printed while it ran (capped), shown after the steps
 
     @property
     def status(self) -> str:
@@ -101,7 +106,15 @@ class Verdict:
                 head += f"（这里未检查：{', '.join(unchecked)}）"
             if self.seed is not None:
                 head += f" · 随机种子 {self.seed}"
-        return [head] + [f"  {mark[s.passed]} {s.name}: {s.en if lang == 'en' else s.zh}" for s in self.steps]
+        lines = [head] + [f"  {mark[s.passed]} {s.name}: {s.en if lang == 'en' else s.zh}" for s in self.steps]
+        shown = self.printed.strip().splitlines()
+        if shown:
+            lines.append(("  your code printed" if lang == "en" else "  你的代码输出了") +
+                         (f" ({len(shown)} lines, the first {PRINTED_LINES}):" if len(shown) > PRINTED_LINES and lang == "en"
+                          else f"（共 {len(shown)} 行，前 {PRINTED_LINES} 行）：" if len(shown) > PRINTED_LINES else
+                          (":" if lang == "en" else "：")))
+            lines += [f"    {line[:160]}" for line in shown[:PRINTED_LINES]]
+        return lines
 
     def __str__(self) -> str:
         return "\n".join(self.lines("en") + [""] + self.lines("zh"))
@@ -181,7 +194,18 @@ def graded_shapes(lv: Any, resolved: dict[str, Any], rng: np.random.Generator) -
             K = max(2 * tk + 1, K // 2)
         if (M, N, K) not in fitted:
             fitted.append((M, N, K))
-    return fitted
+    return fitted + [many_blocks_shape(tm, tn, tk, group)]
+
+
+MANY_BLOCKS = 151  # a grid bigger than any small shape's: a bug that needs many blocks, or a late group, shows
+
+
+def many_blocks_shape(tm: int, tn: int, tk: int, group: int = 1) -> tuple[int, int, int]:
+    """A shape of more than MANY_BLOCKS blocks with at least three groups of tile rows (three tile rows
+    without a grouped order), partial last tiles in M and N, and a short K (two k-tiles and one more)."""
+    tiles_m = max(3 * group, 3) + 1
+    tiles_n = max(2, -(-MANY_BLOCKS // tiles_m))
+    return tiles_m * tm - max(1, tm // 2), tiles_n * tn - 1, 2 * tk + 1
 
 
 def _settings(ex: Any) -> list[dict[str, Any]]:
@@ -196,11 +220,29 @@ def _describe_setting(params: dict[str, Any], base: dict[str, Any]) -> str:
     return "" if not changed else " (" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
 
 
+def graded_operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A and B for a graded shape: multiples of 1/4 in [-8, 8], never all zero. Wider than [-1, 1] (a kernel
+    that clamps its inputs fails) and exact: every product and every sum up to K = 2**14 is a float32
+    number, so a right kernel matches the float64 reference whatever its order of additions."""
+    rng = np.random.default_rng(seed)
+    A = (rng.integers(-32, 33, (M, K)) / 4).astype(np.float32)
+    B = (rng.integers(-32, 33, (K, N)) / 4).astype(np.float32)
+    A[A == 0] = 0.25  # no zeros: a zero hides an element that was never read
+    B[B == 0] = -0.25
+    return A, B
+
+
+UNSET_LOCAL = 1e30  # |C| beyond this: the CPU backend's pattern for an uninitialised local (about -1.7e38)
+
+
 def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]], file_name: str = "my_kernel.cu",
-                    params: Optional[dict[str, Any]] = None, seed: int = 0) -> list[Step]:
-    """Run the answer as the level's kernel on every shape; the first failure ends the run. Inputs are
-    U[-1, 1] from the seed, C starts as NaN (an element never written shows), an epilogue setting gets a
-    random bias, alpha and beta."""
+                    params: Optional[dict[str, Any]] = None, seed: int = 0, order_seed: int = 0,
+                    compare_orders: bool = True) -> list[Step]:
+    """Run the answer as the level's kernel on every shape; the first failure ends the run. Inputs come
+    from graded_operands, C starts as NaN (an element never written shows), an epilogue setting gets a
+    random bias, alpha and beta. Blocks run in an order drawn from order_seed for each shape (the grader's,
+    not the learner's); with compare_orders the last shape (the one with the most blocks) runs in a second
+    order too, and C must come out the same, bit for bit."""
     from gemm_course.run import cpu_backend as cb
     from gemm_course.run.check import epilogue_inputs, random_operands, relative_error, tolerance
     from gemm_course.run.launch import gemm
@@ -209,12 +251,16 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
     params = dict(ex.params) if params is None else params
     resolved = lv.resolve(**params)
     setting = _describe_setting(params, dict(ex.params))
+    from . import native
+
+    session = native.active()
     for n, (M, N, K) in enumerate(shapes):
-        A, B = random_operands(M, N, K, "float32", seed=seed * 31 + n, xp=np)
+        A, B = graded_operands(M, N, K, seed * 31 + n)
         C = np.full((M, N), np.nan, dtype=np.float32)
         reference = A.astype(np.float64) @ B.astype(np.float64)
         run: dict[str, Any] = dict(params)
         terms = 0.0  # an epilogue's result may cancel (alpha·A·B + bias ≈ 0): errors count against its terms' size
+        C_initial = None
         if lv.epilogue:
             rng = np.random.default_rng(seed + n)
             alpha, beta = (float(np.float32(x)) for x in rng.uniform(0.25, 1.75, 2))
@@ -229,8 +275,20 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
                 terms += beta * float(np.linalg.norm(C_initial.astype(np.float64)))
                 C = C_initial
         shape = f"{M}×{N}×{K}{setting}"
+        second = compare_orders and n == len(shapes) - 1
+        orders = [order_seed * 1009 + n + 1] + ([order_seed * 1009 + n + 7919] if second else [])
+        if session is None:
+            orders = orders[:1]
+        results: list[np.ndarray] = []
         try:
-            gemm(A, B, lv, out=C, source=source, backend="cpu", source_name=file_name, **run)
+            for order in orders:
+                if session is not None:
+                    session.block_order_seed = order
+                C = np.full((M, N), np.nan, dtype=np.float32) if C_initial is None else C_initial.copy()
+                gemm(A, B, lv, out=C, source=source, backend="cpu", source_name=file_name, **run)
+                results.append(C)
+        except native.KernelRefusedError as err:
+            return [Step("source", False, err.en, err.zh)]
         except cb.CpuCompileError as err:
             detail = _first_lines(err.log or str(err))
             return [Step("compile", False, f"your kernel does not compile:\n{detail}", f"你的内核无法编译：\n{detail}")]
@@ -238,6 +296,14 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
             kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
             return [Step("compile", True, "compiles", "可以编译"),
                     Step(kind, False, f"at {shape}: {err.en}", f"{shape} 时内核出错：{err.zh}")]
+        first_C = results[0]
+        if not np.array_equal(first_C, C, equal_nan=True):
+            (i, j) = np.unravel_index(int(np.argmax(first_C != C)), C.shape)
+            return [Step("compile", True, "compiles", "可以编译"),
+                    Step("order", False, f"at {shape} C depends on the order the blocks run in: C[{i}, {j}] was "
+                         f"{first_C[i, j]:.6g} in one order and {C[i, j]:.6g} in another; a GPU runs blocks in no "
+                         "order a kernel may rely on", f"{shape} 时 C 取决于线程块的执行顺序：C[{i}, {j}] 在一种顺序下是 "
+                         f"{first_C[i, j]:.6g}，在另一种顺序下是 {C[i, j]:.6g}；GPU 不保证线程块按任何顺序执行")]
         err = relative_error(C, reference)
         if terms and np.isfinite(err):
             err = min(err, float(np.linalg.norm(C.astype(np.float64) - reference)) / terms)
@@ -249,6 +315,10 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
                     "shared memory nobody wrote (it starts as NaN on the CPU backend)" if unwritten else "")
             note_zh = (f"；{M * N} 个元素中有 {unwritten} 个为 NaN：要么从未被写入（C 的初值是 NaN），要么是用没有任何线程写过的"
                        "共享内存算出来的（CPU 后端中共享内存初值为 NaN）" if unwritten else "")
+            if abs(got) > UNSET_LOCAL:
+                note += ("; a value near ±1.7e38 is what the CPU run puts in a local variable that was never "
+                         "given a value: an accumulator without `= 0`?")
+                note_zh += "；接近 ±1.7e38 的值是 CPU 运行给从未赋值的局部变量填入的值：是否有累加器没有初始化为 0？"
             return [Step("compile", True, "compiles", "可以编译"),
                     Step("correct", False,
                          f"wrong at {shape}: relative error {err:.2e} (bound {bound:.1e}); worst element "
@@ -442,8 +512,9 @@ def run_level_kernel(attempt: Attempt) -> list[Step]:
     steps: list[Step] = []
     for n, params in enumerate(_settings(ex)):
         shapes = graded_shapes(lv, lv.resolve(**params), attempt.rng)
-        result = _correct_on_cpu(ex, attempt.source, shapes if n == 0 else shapes[-4:], attempt.file_name,
-                                 params, attempt.seed)
+        # The other settings on the last small shapes only (the many-blocks shape is the first setting's)
+        result = _correct_on_cpu(ex, attempt.source, shapes if n == 0 else shapes[-5:-1], attempt.file_name,
+                                 params, attempt.seed, attempt.grader_seed, compare_orders=n == 0)
         steps += result if n == 0 else result[1:]
         if any(step.passed is False for step in result):
             return steps if result[0].passed else result
@@ -452,13 +523,10 @@ def run_level_kernel(attempt: Attempt) -> list[Step]:
 
 # --- what the source may not do ------------------------------------------------------------------
 #
-# The CPU run and the GPU build (SASS, registers) must grade one and the same kernel. So the grader
-# refuses conditional compilation on anything the two compilers define differently, and includes of
-# anything the starter does not include (the course's own level files would hand over the answer).
-
-BUILD_MACROS = ("__CUDA_ARCH__", "__CUDACC__", "__CUDACC_RTC__", "__NVCC__", "__CUDA_ARCH_LIST__", "GEMM_COURSE_CPU",
-                "__GNUC__", "__GNUG__", "__clang__", "__x86_64__", "__aarch64__", "__linux__", "__unix__",
-                "__OPTIMIZE__", "__SANITIZE_THREAD__", "GC_CPU_RACE_CHECK", "GC_CPU_POISON_SHARED")
+# The CPU run and the GPU build (SASS, registers) must grade one and the same kernel, and the kernel may
+# do nothing a GPU kernel cannot: screen.py asks the preprocessor and both compilers (one token stream,
+# only the starter's headers, no attribute, builtin or assembly that dodges the CPU run's checks, device
+# code only). The answer that survives is the preprocessed text, which every later step compiles.
 
 
 def _code_only(text: str, keep_strings: bool = False) -> str:
@@ -474,22 +542,35 @@ def _code_only(text: str, keep_strings: bool = False) -> str:
     return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', blank, text, flags=re.S)
 
 
-def _includes(text: str) -> set[str]:
-    import re
+def _gpu_compile(attempt: Attempt, kernel_name: str, text: str) -> Callable[[], Any]:
+    """How the GPU compiler builds this exercise's kernel from `text` (a level's own options, or a chapter's)."""
+    from gemm_course.run.compile import compile_report, nvrtc_compile, parse_ptxas_log
 
-    return {m.group(1).strip() for m in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*(.*?)[ \t]*$', text, re.M)}
+    ex = attempt.exercise
+    if ex.level in _chapters():
+        def build() -> Any:
+            _, _, log = nvrtc_compile(text, kernel_name, "sm_90")
+            return type("Report", (), {"stack_bytes": parse_ptxas_log(log).get("stack_bytes", 0)})()
+        return build
+    lv = get_level(ex.level)
+    return lambda: compile_report(lv, arch=lv.build_arch or "sm_90", source=text, **ex.params)
 
 
-def _line_of(text: str, index: int) -> int:
-    return text.count("\n", 0, index) + 1
+def _chapters() -> Any:
+    from . import CHAPTERS
+
+    return CHAPTERS
 
 
 def source_problems(attempt: Attempt, kernel_name: str) -> Optional[Step]:
     """The first reason the grader cannot grade this source, as a failed "source" step with one line
-    saying what to change; None when there is none."""
+    saying what to change; None when there is none. On the way, attempt.source becomes the preprocessed
+    text that both builds compile (screen.preprocess)."""
     import re
 
-    text, starter, name = attempt.source, attempt.exercise.starter, attempt.file_name
+    from . import screen
+
+    text, name = attempt.source, attempt.file_name
     kernel = kernel_name.split("<")[0].strip()
 
     def refuse(en: str, zh: str) -> Step:
@@ -501,16 +582,12 @@ def source_problems(attempt: Attempt, kernel_name: str) -> Optional[Step]:
     if "\0" in text or sum(not (c.isprintable() or c in "\t\n\r") for c in text) > len(text) // 100:
         return refuse(f"{name} is not text (it holds control bytes): the grader expected CUDA C source with the kernel {kernel}",
                       f"{name} 不是文本文件（含有控制字节）：评分器需要包含内核 {kernel} 的 CUDA C 源码")
+    try:
+        text = screen.preprocess(text, attempt.exercise.starter, name)
+        screen.screen_tokens(text, name)
+    except screen.Refusal as err:
+        return refuse(err.en, err.zh)
     code = _code_only(text)
-    allowed_includes = _includes(_code_only(starter, keep_strings=True))
-    for m in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*(.*?)[ \t]*$', _code_only(text, keep_strings=True), re.M):
-        wanted = m.group(1).strip()
-        if wanted not in allowed_includes:
-            line = _line_of(code, m.start())
-            return refuse(f"{name}:{line}: #include {wanted} is not allowed here: write the kernel yourself, with the "
-                          f"includes the starter has ({', '.join(sorted(allowed_includes)) or 'none'})",
-                          f"{name}:{line}：这里不允许 #include {wanted}：请自己写出内核，只使用初始代码已有的 include"
-                          f"（{'、'.join(sorted(allowed_includes)) or '无'}）")
     signatures = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", code)
     if not re.search(rf"__global__[^;{{}}]*?\b{re.escape(kernel)}\s*\(", signatures):
         found = sorted(set(re.findall(r"__global__[^;{}(]*?\b(\w+)\s*\(", signatures)))
@@ -520,24 +597,11 @@ def source_problems(attempt: Attempt, kernel_name: str) -> Optional[Step]:
                       "starter's kernel name and template parameters",
                       f"{name} 中没有名为 {kernel} 的内核{seen_zh}：评分器启动的是 {kernel_name}；请保留初始代码中的内核名"
                       "和模板参数")
-    starter_words = set(re.findall(r"\w+", _code_only(starter)))
-    defined_here = set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", code, re.M))
-    for m in re.finditer(r"\b(" + "|".join(map(re.escape, BUILD_MACROS)) + r")\b", code):
-        if m.group(1) not in starter_words:
-            line = _line_of(code, m.start())
-            return refuse(f"{name}:{line}: {m.group(1)} tells the CPU run and the GPU build apart; the grader checks one "
-                          "kernel in both, so write one version of the code, without it",
-                          f"{name}:{line}：{m.group(1)} 会区分 CPU 运行与 GPU 编译；评分器要在两者中检查同一个内核，"
-                          "请只写一份代码，不要用它")
-    for m in re.finditer(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif)\b(.*)$", code, re.M):
-        unknown = [w for w in re.findall(r"[A-Za-z_]\w*", m.group(2))
-                   if w not in defined_here and w not in starter_words and w != "defined"]
-        if unknown:
-            line = _line_of(code, m.start())
-            return refuse(f"{name}:{line}: #{m.group(1)} on {unknown[0]}, which this file does not #define: the CPU run "
-                          "and the GPU build must compile the same code",
-                          f"{name}:{line}：#{m.group(1)} 用到了 {unknown[0]}，而本文件并没有 #define 它：CPU 运行与 GPU "
-                          "编译必须编译同一份代码")
+    try:
+        screen.gpu_build(_gpu_compile(attempt, kernel_name, text), name)
+    except screen.Refusal as err:
+        return refuse(err.en, err.zh)
+    attempt.source = text
     return None
 
 
@@ -546,31 +610,73 @@ def run_tensor_core_kernel(attempt: Attempt) -> list[Step]:
     return [_compile_for_gpu(attempt.exercise, attempt.source)]
 
 
-def grade(exercise_id: str, source: Optional[str] = None, *, file_name: Optional[str] = None,
+def _answer_text(source: Any, file_name: str) -> tuple[Optional[str], Optional[Step]]:
+    """The answer as text, or a failed step saying what to pass instead (one line, both languages)."""
+    import os
+
+    if source is None:
+        return None, Step("answer", False, "no answer given: pass your answer's text, e.g. grade(ID, "
+                          "open('my_kernel.cu').read()); the starter is exercise.starter",
+                          "没有给出答案：请传入答案的文本，例如 grade(ID, open('my_kernel.cu').read())；初始代码是 "
+                          "exercise.starter")
+    if isinstance(source, (bytes, bytearray)):
+        try:
+            source = bytes(source).decode("utf-8")
+        except UnicodeDecodeError as err:
+            return None, Step("answer", False, f"{file_name} is not UTF-8 text (byte {err.start}): save it as UTF-8",
+                              f"{file_name} 不是 UTF-8 文本（第 {err.start} 个字节）：请以 UTF-8 编码保存")
+    if not isinstance(source, str):
+        return None, Step("answer", False, f"the answer is a {type(source).__name__}; pass its text (a str)",
+                          f"答案是 {type(source).__name__} 类型；请传入它的文本（str）")
+    source = source.removeprefix("\ufeff")  # a byte-order mark some editors write
+    looks_like_path = "\n" not in source.strip() and source.strip().endswith((".cu", ".txt", ".py", ".cuh"))
+    if looks_like_path and (os.path.exists(source.strip()) or len(source.strip()) < 200):
+        return None, Step("answer", False, f"the answer is the name {source.strip()!r}, not its text: pass "
+                          f"open({source.strip()!r}).read(), or on the command line give the file",
+                          f"答案是文件名 {source.strip()!r}，而不是文件内容：请传入 open({source.strip()!r}).read()，"
+                          "或者在命令行里给出这个文件")
+    return source, None
+
+
+def grade(exercise_id: str, source: Any = None, *, file_name: Optional[str] = None,
           seed: Optional[int] = None) -> Verdict:
-    """Grade `source` (a whole kernel file's text, or the answer an exercise asks for; default: the
-    exercise's starter) for an exercise. file_name: what messages call your file (default
-    my_kernel.cu); seed: the random shape's and inputs' seed (default: a fresh one, printed)."""
-    from . import get_exercise
+    """Grade `source` (a whole kernel file's text, or the answer an exercise asks for) for an exercise.
+    file_name: what messages call your file (default my_kernel.cu); seed: the random shape's and inputs'
+    seed (default: a fresh one, printed; pass one only to reproduce a failure: the verdict says it was
+    chosen). The answer runs in a child process (native.py, sandbox.py); the verdict is made here."""
+    from . import get_exercise, native
+    from .sandbox import ChildFailed
 
     ex = get_exercise(exercise_id)
-    source = ex.starter if source is None else source
+    name = file_name or ("my_kernel.cu" if ex.answer_suffix == ".cu" else "my_answer.txt")
+    chosen = seed is not None
+    if chosen and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**32):
+        return Verdict(ex.id, [Step("seed", False, f"seed={seed!r}: give a whole number from 0 to {2**32 - 1}",
+                                    f"seed={seed!r}：请给出 0 到 {2**32 - 1} 之间的整数")])
     seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
-    attempt = Attempt(ex, source, file_name or ("my_kernel.cu" if ex.answer_suffix == ".cu" else "my_answer.txt"), seed)
-    verdict = Verdict(ex.id, seed=seed)
-    verdict.steps += _resolve(RUNNERS[ex.runner])(attempt)
-    if verdict.failed_step:
-        return verdict  # the lesson's checks assume an answer that runs and is right
-    for check in ex.checks:
-        kind = check["type"]
-        if kind not in CHECKS:
-            raise ValueError(f"exercise {ex.id}: unknown check {kind!r}")
-        result = _resolve(CHECKS[kind])(attempt, check)
-        verdict.steps += result if isinstance(result, list) else [result]
-        if verdict.failed_step:
-            return verdict
-    if ex.runner in ("level_kernel", "tensor_core"):
-        verdict.steps += _gpu_run(ex, source)
+    verdict = Verdict(ex.id, seed=seed, seed_chosen=chosen)
+    text, problem = _answer_text(source, name)
+    if problem:
+        verdict.steps.append(problem)
+        return verdict
+    attempt = Attempt(ex, text, name, seed, grader_seed=random.SystemRandom().randrange(1, 2**31))
+    with native.session() as child:
+        try:
+            verdict.steps += _resolve(RUNNERS[ex.runner])(attempt)
+            if not verdict.failed_step:  # the lesson's checks assume an answer that runs and is right
+                for check in ex.checks:
+                    kind = check["type"]
+                    if kind not in CHECKS:
+                        raise ValueError(f"exercise {ex.id}: unknown check {kind!r}")
+                    result = _resolve(CHECKS[kind])(attempt, check)
+                    verdict.steps += result if isinstance(result, list) else [result]
+                    if verdict.failed_step:
+                        break
+        except ChildFailed as err:
+            verdict.steps.append(Step("run", False, err.en, err.zh))
+        verdict.printed = child.printed
+    if not verdict.failed_step and ex.runner in ("level_kernel", "tensor_core"):
+        verdict.steps += _gpu_run(ex, attempt.source)
     return verdict
 
 

@@ -48,7 +48,7 @@ def _logs(attempt: Attempt) -> list[tuple[tuple[int, int, int], Any]]:
         lv = get_level(ex.level)
         attempt.cache["access_logs"] = [
             (shape, warp_access.access_log(ex.level, *shape, source=attempt.source, blocks=PROFILED_BLOCKS,
-                                           rng=attempt.seed, source_name=attempt.file_name, **ex.params))
+                                           rng=attempt.grader_seed, source_name=attempt.file_name, **ex.params))
             for shape in profile_shapes(lv, lv.resolve(**ex.params))]
     return attempt.cache["access_logs"]
 

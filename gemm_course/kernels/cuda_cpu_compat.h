@@ -47,6 +47,7 @@
 #endif
 
 #include <cmath>
+#include <cstdarg>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,7 @@
 #include <utility>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -71,7 +73,7 @@
 // Part 1 — the CUDA C surface
 // =================================================================================================
 
-#define __global__
+#define __global__ __attribute__((noinline))  // never inlined into the runtime's uninstrumented caller
 #define __device__
 #define __host__
 #define __constant__
@@ -88,10 +90,17 @@ struct dim3 {
     constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-// The built-in variables. Only one CUDA thread runs at any moment, so plain globals suffice: the
-// scheduler sets them before it switches to a thread.
-inline uint3 threadIdx, blockIdx;
-inline dim3 blockDim, gridDim;
+// The built-in variables. Only one CUDA thread runs at any moment, so one copy suffices: the
+// scheduler sets them before it switches to a thread. One struct, so that the race-check build can let
+// the kernel read exactly these bytes of the runtime's memory and nothing else.
+namespace gc_cpu {
+struct Builtins { uint3 thread, block; dim3 block_dim, grid_dim; };
+inline Builtins builtins;
+}  // namespace gc_cpu
+#define threadIdx (::gc_cpu::builtins.thread)
+#define blockIdx (::gc_cpu::builtins.block)
+#define blockDim (::gc_cpu::builtins.block_dim)
+#define gridDim (::gc_cpu::builtins.grid_dim)
 constexpr int warpSize = 32;
 
 // Vector types with CUDA's sizes and alignments (a misaligned float4 access faults, as on a GPU).
@@ -142,13 +151,25 @@ inline unsigned int __float_as_uint(float f) { unsigned int i; std::memcpy(&i, &
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline float __uint_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
 
-// Atomics: only one CUDA thread runs at a time, so read-modify-write is atomic as it is.
-template <class T> inline T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
-template <class T> inline T atomicSub(T* p, T v) { T old = *p; *p = old - v; return old; }
-template <class T> inline T atomicExch(T* p, T v) { T old = *p; *p = v; return old; }
-template <class T> inline T atomicMax(T* p, T v) { T old = *p; *p = old < v ? v : old; return old; }
-template <class T> inline T atomicMin(T* p, T v) { T old = *p; *p = v < old ? v : old; return old; }
-template <class T> inline T atomicCAS(T* p, T cmp, T v) { T old = *p; if (old == cmp) *p = v; return old; }
+// Atomics: only one CUDA thread runs at a time, so read-modify-write is atomic as it is. Each tells the
+// race detectors first (gc_cpu::atomic_access): atomics of different threads or blocks on one word do not
+// race with each other, but they do with plain loads and stores of that word.
+namespace gc_cpu { void atomic_access(void* p, size_t bytes, uintptr_t pc); }
+#define GC_CPU_ATOMIC(name, update)                                                                 \
+    template <class T> __attribute__((noinline, no_sanitize_thread)) T name(T* p, T v) {             \
+        ::gc_cpu::atomic_access(p, sizeof(T), (uintptr_t)__builtin_return_address(0));              \
+        T old = *p; *p = (update); return old;                                                      \
+    }
+GC_CPU_ATOMIC(atomicAdd, old + v)
+GC_CPU_ATOMIC(atomicSub, old - v)
+GC_CPU_ATOMIC(atomicExch, v)
+GC_CPU_ATOMIC(atomicMax, old < v ? v : old)
+GC_CPU_ATOMIC(atomicMin, v < old ? v : old)
+#undef GC_CPU_ATOMIC
+template <class T> __attribute__((noinline, no_sanitize_thread)) T atomicCAS(T* p, T cmp, T v) {
+    ::gc_cpu::atomic_access(p, sizeof(T), (uintptr_t)__builtin_return_address(0));
+    T old = *p; if (old == cmp) *p = v; return old;
+}
 
 inline void __threadfence() {}
 namespace gc_cpu { [[noreturn]] void trap(); }
@@ -183,6 +204,11 @@ void pipeline_wait_prior(size_t n);
 void* dynamic_shared_memory();
 }  // namespace gc_cpu
 
+// printf: into a buffer of a GPU's default size (1 MiB), printed when the launch ends, as a GPU prints
+// at the next synchronisation; what does not fit is dropped, as on a GPU.
+namespace gc_cpu { int device_printf(const char* format, ...) __attribute__((format(__printf__, 1, 2))); }
+#define printf ::gc_cpu::device_printf
+
 // The barrier: a real one among the block's threads (the macro records the line for errors).
 #define __syncthreads() ::gc_cpu::syncthreads(__LINE__)
 
@@ -209,6 +235,10 @@ inline void __pipeline_wait_prior(size_t n) { gc_cpu::pipeline_wait_prior(n); }
 // =================================================================================================
 
 #define GC_CPU_EXPORT extern "C" __attribute__((visibility("default")))
+// The runtime's own code is not instrumented (no_sanitize_thread): its accesses are not the kernel's, and
+// the race-check build refuses any access of the kernel's outside its arrays, shared memory and own stack.
+// (GCC does not inline an instrumented function into one of these, so the kernel keeps its hooks.)
+#define GC_RUNTIME __attribute__((no_sanitize_thread))
 
 namespace gc_cpu {
 
@@ -216,6 +246,8 @@ namespace gc_cpu {
 // that reaches `guard` bytes before and after it (none of it mapped except the data's pages).
 struct ArrayInfo {
     unsigned long long address, bytes, guard;
+    int itemsize;   // bytes per element: the granule of the blocks' ownership of a writable array
+    int writable;   // 0: a const pointer (the kernel may not store into it)
 };
 
 // Shared with cpu_backend.py through ctypes (keep the two layouts identical).
@@ -232,6 +264,7 @@ struct LaunchConfig {
     int profile_block_count;   // blocks to profile (profile_blocks: x, y, z each); 0 with a profile: block (0,0,0)
     const int* profile_blocks;
     long long* profile_intervals;  // out: the barrier intervals each profiled block went through
+    unsigned long long block_order_seed;  // 0: CUDA's order (x fastest); else the blocks in an order drawn from it
 };
 
 // One memory access of a thread in a profiled block (for the access profile: Python groups them
@@ -259,6 +292,9 @@ enum ErrorCode : int {
     INTERRUPTED = 8,        // stopped from outside (Ctrl-C in Python: gc_request_stop)
     OUT_OF_BOUNDS = 9,      // (race-check builds) a global access outside every array, next to one of them
     ASYNC_COPY = 10,        // (race-check builds) an access to a shared word whose cp.async was not waited for
+    WILD_ACCESS = 11,       // (race-check builds) an access outside the arrays, shared memory and the thread's stack
+    BLOCK_CONFLICT = 12,    // (race-check builds) two blocks touched one element of an array, one of them writing
+    INPUT_WRITE = 13,       // (race-check builds) a store into an array passed as a const pointer
 };
 
 struct ErrorInfo {
@@ -292,6 +328,8 @@ struct ErrorInfo {
     // and where those barriers are (code offsets); [0]: this thread, [1]: the other one.
     int entry_line[2];
     unsigned long long entry_offset[2];
+    // BLOCK_CONFLICT: the other block (other_thread holds its x, y, z) and race_kind as for RACE;
+    // WILD_ACCESS: address = the address touched (write, access_size as above).
 };
 
 constexpr int kMaxThreads = 1024;
@@ -349,12 +387,30 @@ struct Runtime {
     int bad_array = -1, bad_write = 0, bad_size = 0, bad_issuer = -1, bad_issuer_done = 0;
     long long bad_offset = 0;
     uintptr_t bad_pc = 0, bad_issue_pc = 0, bad_shared_offset = 0;
+    // WILD_ACCESS / BLOCK_CONFLICT / INPUT_WRITE found by a hook
+    uintptr_t bad_address = 0;
+    unsigned bad_other_block = 0;     // BLOCK_CONFLICT: the other block's linear index + 1 (kAtomicOwner: atomics)
+    int bad_conflict_kind = 0;        // as RaceState::kind
+    // Which block owns each element of each writable array (race-check builds): the linear index + 1 of the
+    // block that wrote it (kAtomicOwner: only atomics so far) and of the first block that read it.
+    static constexpr int kMaxArrays = 32;
+    unsigned* block_writer[kMaxArrays] = {};
+    unsigned* block_reader[kMaxArrays] = {};
+    unsigned long long block_linear = 0;  // the block running, as x + gx·(y + gy·z)
+    // This library's read-only memory (its code and constants): the kernel may read it.
+    uintptr_t readonly_lo[8] = {}, readonly_hi[8] = {};
+    int readonly_count = 0;
+    // printf
+    char* printf_buffer = nullptr;
+    size_t printf_used = 0, printf_dropped = 0;
 };
+constexpr unsigned kAtomicOwner = 0xFFFFFFFFu;
+constexpr size_t kPrintfBytes = 1 << 20;
 inline Runtime rt;
 inline pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-inline size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
-inline size_t stack_slot() { return page_size() + kStackBytes; }
+GC_RUNTIME inline size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+GC_RUNTIME inline size_t stack_slot() { return page_size() + kStackBytes; }
 
 // The fibers' stacks: reserved address space with a PROT_NONE guard page below each stack; only
 // the pages a thread touches get memory. Every guard page is a separate mapping and a process may
@@ -370,14 +426,14 @@ extern "C" char gc_shared_begin[] __attribute__((visibility("hidden")));
 extern "C" char gc_shared_end[] __attribute__((visibility("hidden")));
 #endif
 
-inline void poison_shared_memory() {
+GC_RUNTIME inline void poison_shared_memory() {
 #ifdef GC_CPU_POISON_SHARED
     std::memset(gc_shared_begin, 0xFF, (size_t)(gc_shared_end - gc_shared_begin));
 #endif
     if (rt.dynamic_shared_bytes) std::memset(rt.dynamic_shared, 0xFF, rt.dynamic_shared_bytes);
 }
 
-inline void* dynamic_shared_memory() { return rt.dynamic_shared; }
+GC_RUNTIME inline void* dynamic_shared_memory() { return rt.dynamic_shared; }
 
 
 // ---- shared-memory race detector ----------------------------------------------------------------
@@ -396,6 +452,8 @@ struct ShadowWord {
     int async_thread;
     unsigned async_block;
     uintptr_t async_pc;
+    int atomic_thread;        // the first thread that updated it with an atomic in this interval, -1 none
+    uintptr_t atomic_pc;
 };
 
 struct RaceState {
@@ -416,13 +474,13 @@ struct RaceState {
 };
 inline RaceState race;
 
-inline bool race_found() { return race.found; }
+GC_RUNTIME inline bool race_found() { return race.found; }
 
 // Leave the kernel from a hook, as on_signal does for a fault: run_grid reports rt.bad_*.
-[[noreturn]] void escape_with(int code);
+[[noreturn]] GC_RUNTIME void escape_with(int code);
 
 #ifdef GC_CPU_RACE_CHECK
-inline size_t static_shared_bytes() {
+GC_RUNTIME inline size_t static_shared_bytes() {
 #ifdef GC_CPU_POISON_SHARED
     return (size_t)(gc_shared_end - gc_shared_begin);
 #else
@@ -431,7 +489,7 @@ inline size_t static_shared_bytes() {
 }
 
 // The shadow word for a shared-memory address, or nullptr when the address is not shared memory.
-__attribute__((no_sanitize_thread)) inline ShadowWord* shadow_of(uintptr_t a, uintptr_t* offset) {
+GC_RUNTIME inline ShadowWord* shadow_of(uintptr_t a, uintptr_t* offset) {
     size_t index;
     const size_t fixed = static_shared_bytes();
 #ifdef GC_CPU_POISON_SHARED
@@ -457,7 +515,7 @@ __attribute__((no_sanitize_thread)) inline ShadowWord* shadow_of(uintptr_t a, ui
     return &race.words[index];
 }
 
-__attribute__((no_sanitize_thread)) inline void note_race(int earlier, uintptr_t earlier_pc, uintptr_t pc,
+GC_RUNTIME inline void note_race(int earlier, uintptr_t earlier_pc, uintptr_t pc,
                                                          uintptr_t offset, int kind) {
     if (race.found) return;
     race.found = true;
@@ -473,7 +531,7 @@ __attribute__((no_sanitize_thread)) inline void note_race(int earlier, uintptr_t
     race.kind = kind;
 }
 
-__attribute__((no_sanitize_thread)) inline void record_access(int t, const void* p, size_t size, int flags, uintptr_t pc) {
+GC_RUNTIME inline void record_access(int t, const void* p, size_t size, int flags, uintptr_t pc) {
     uintptr_t offset = 0;
     const bool shared = shadow_of((uintptr_t)p, &offset) != nullptr;
     if (race.profile_count < race.profile_capacity)
@@ -483,29 +541,88 @@ __attribute__((no_sanitize_thread)) inline void record_access(int t, const void*
                                                           shared ? (unsigned long long)offset : (unsigned long long)(uintptr_t)p};
 }
 
-// A global access: fine inside an array, or anywhere that is no array's reservation (the stacks, the
-// runtime's data, the arguments); an access in the unmapped space around an array is reported with
-// that array, before it happens (so a read past the end never quietly returns the tail's bytes).
-__attribute__((no_sanitize_thread)) inline void check_global(uintptr_t a, size_t size, bool write, uintptr_t pc) {
-    if (a + size <= rt.arrays_lo || a >= rt.arrays_hi) return;  // far from every array (the fast common case)
-    for (int i = 0; i < rt.array_count; ++i) {  // most accesses that get here are inside an array
-        const uintptr_t off = a - (uintptr_t)rt.arrays[i].address;
-        if (off < rt.arrays[i].bytes && off + size <= rt.arrays[i].bytes) return;
+[[noreturn]] GC_RUNTIME inline void fail_access(int code, int array, long long offset, bool write, size_t size,
+                                             uintptr_t pc) {
+    rt.bad_array = array;
+    rt.bad_offset = offset;
+    rt.bad_write = write;
+    rt.bad_size = (int)size;
+    rt.bad_pc = pc;
+    escape_with(code);
+}
+
+// Two blocks may not share an element of a writable array when one of them writes it: blocks run in no
+// order a kernel can rely on, so the result would depend on the order (a thread writing into another
+// block's part of C, a block reading what another wrote). Atomics of several blocks on one element are
+// fine among themselves, not mixed with plain loads and stores.
+GC_RUNTIME inline void track_blocks(int i, uintptr_t offset, size_t size, bool write, bool atomic, uintptr_t pc) {
+    const ArrayInfo& r = rt.arrays[i];
+    const size_t granule = r.itemsize > 0 ? (size_t)r.itemsize : 1;
+    const unsigned me = (unsigned)(rt.block_linear + 1);
+    for (uintptr_t g = offset / granule; g <= (offset + size - 1) / granule; ++g) {
+        unsigned& writer = rt.block_writer[i][g];
+        unsigned& reader = rt.block_reader[i][g];
+        unsigned other = 0;
+        int kind = 0;
+        if (atomic) {
+            if (writer && writer != kAtomicOwner && writer != me) { other = writer; kind = 0; }
+            else if (reader && reader != me) { other = reader; kind = 2; }
+            else writer = kAtomicOwner;
+        } else if (writer == kAtomicOwner || (writer && writer != me)) {
+            other = writer;
+            kind = write ? 0 : 1;
+        } else if (write && reader && reader != me) {
+            other = reader;
+            kind = 2;
+        } else if (write) {
+            writer = me;
+        } else if (!reader) {
+            reader = me;
+        }
+        if (other) {
+            rt.bad_other_block = other;
+            rt.bad_conflict_kind = kind;
+            fail_access(BLOCK_CONFLICT, i, (long long)(g * granule), write || atomic, size, pc);
+        }
+    }
+}
+
+// A global access (any access that is not to shared memory): inside an array; or to the thread's own
+// stack (its local arrays), a read of the built-in variables or of this library's constants. Anything
+// else is refused before it happens: next to an array as out of bounds (with the array and element),
+// elsewhere as a wild access, for the kernel may touch only what a GPU would let it touch, and nothing
+// of the process it runs in.
+GC_RUNTIME inline void check_global(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+    for (int i = 0; i < rt.array_count; ++i) {
+        const ArrayInfo& r = rt.arrays[i];
+        const uintptr_t off = a - (uintptr_t)r.address;
+        if (off < r.bytes && off + size <= r.bytes) {
+            if ((write || atomic) && !r.writable) fail_access(INPUT_WRITE, i, (long long)off, true, size, pc);
+            if (i < Runtime::kMaxArrays && rt.block_writer[i]) track_blocks(i, off, size, write, atomic, pc);
+            return;
+        }
     }
     for (int i = 0; i < rt.array_count; ++i) {
         const ArrayInfo& r = rt.arrays[i];
         if (a + size <= r.address - r.guard || a >= r.address + r.bytes + r.guard) continue;  // not near it
-        rt.bad_array = i;
-        rt.bad_offset = (long long)(a - r.address);
-        rt.bad_write = write;
-        rt.bad_size = (int)size;
-        rt.bad_pc = pc;
-        escape_with(OUT_OF_BOUNDS);
+        fail_access(OUT_OF_BOUNDS, i, (long long)(a - r.address), write, size, pc);
     }
+    if (rt.current >= 0) {
+        const uintptr_t lo = (uintptr_t)rt.stacks + (uintptr_t)rt.current * stack_slot() + page_size();
+        if (a >= lo && a + size <= lo + kStackBytes) return;
+    }
+    if (!write) {
+        const uintptr_t b = (uintptr_t)&builtins;
+        if (a >= b && a + size <= b + sizeof builtins) return;
+        for (int i = 0; i < rt.readonly_count; ++i)
+            if (a >= rt.readonly_lo[i] && a + size <= rt.readonly_hi[i]) return;
+    }
+    rt.bad_address = a;
+    fail_access(WILD_ACCESS, -1, 0, write, size, pc);
 }
 
 // The word is the target of a cp.async that its issuer has not waited for yet: any access is an error.
-__attribute__((no_sanitize_thread)) inline void check_not_in_flight(const ShadowWord* w, uintptr_t offset, size_t size,
+GC_RUNTIME inline void check_not_in_flight(const ShadowWord* w, uintptr_t offset, size_t size,
                                                                     bool write, uintptr_t pc) {
     if (w->async_thread < 0 || w->async_block != rt.block_serial) return;
     rt.bad_issuer = w->async_thread;
@@ -519,11 +636,15 @@ __attribute__((no_sanitize_thread)) inline void check_not_in_flight(const Shadow
 }
 
 // The race detector's bookkeeping for one word accessed by thread t.
-__attribute__((no_sanitize_thread)) inline bool track_word(ShadowWord* w, uintptr_t offset, int t, bool write, uintptr_t pc) {
+GC_RUNTIME inline bool track_word(ShadowWord* w, uintptr_t offset, int t, bool write, uintptr_t pc) {
     if (w->interval != rt.interval) {  // a new interval: forget the accessors, keep a copy in flight
         w->interval = rt.interval;
-        w->writer = w->reader = -1;
-        w->writer_pc = w->reader_pc = 0;
+        w->writer = w->reader = w->atomic_thread = -1;
+        w->writer_pc = w->reader_pc = w->atomic_pc = 0;
+    }
+    if (w->atomic_thread >= 0 && w->atomic_thread != t) {  // a plain access after another thread's atomic
+        note_race(w->atomic_thread, w->atomic_pc, pc, offset, write ? 0 : 1);
+        return false;
     }
     if (write) {
         if (w->writer >= 0 && w->writer != t) { note_race(w->writer, w->writer_pc, pc, offset, 0); return false; }
@@ -537,34 +658,93 @@ __attribute__((no_sanitize_thread)) inline bool track_word(ShadowWord* w, uintpt
     return true;
 }
 
-__attribute__((no_sanitize_thread)) inline bool is_runner_fiber() {
+GC_RUNTIME inline bool is_runner_fiber() {
     // Only the thread that runs the fibers: the watchdog thread (and Python's) pass through these hooks
     // too, and must neither be counted as a CUDA thread nor write the profile concurrently.
     return rt.current >= 0 && rt.armed && pthread_equal(pthread_self(), rt.runner);
 }
 
-__attribute__((no_sanitize_thread)) inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc) {
+GC_RUNTIME inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc, bool atomic = false) {
     if (!is_runner_fiber()) return;
     const int t = rt.current;
-    if (race.profiling) record_access(t, p, size, write ? 1 : 0, pc);
+    if (race.profiling) record_access(t, p, size, (write || atomic) ? 1 : 0, pc);
     const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3;
     uintptr_t offset;
-    if (!shadow_of(first, &offset)) return check_global((uintptr_t)p, size, write, pc);
+    if (!shadow_of(first, &offset)) return check_global((uintptr_t)p, size, write, pc, atomic);
     for (uintptr_t a = first; a < (uintptr_t)p + size; a += 4) {
         ShadowWord* w = shadow_of(a, &offset);
         if (!w) return;
-        check_not_in_flight(w, offset, size, write, pc);
-        if (!race.found && !track_word(w, offset, t, write, pc)) return;
+        check_not_in_flight(w, offset, size, write || atomic, pc);
+        if (race.found) continue;
+        if (!atomic) {
+            if (!track_word(w, offset, t, write, pc)) return;
+            continue;
+        }
+        if (w->interval != rt.interval) {  // an atomic among atomics does not race; with a plain access it does
+            w->interval = rt.interval;
+            w->writer = w->reader = w->atomic_thread = -1;
+            w->writer_pc = w->reader_pc = w->atomic_pc = 0;
+        }
+        if (w->writer >= 0 && w->writer != t) { note_race(w->writer, w->writer_pc, pc, offset, 0); return; }
+        if (w->reader >= 0 && w->reader != t) { note_race(w->reader, w->reader_pc, pc, offset, 2); return; }
+        if (w->atomic_thread < 0) { w->atomic_thread = t; w->atomic_pc = pc; }
     }
 }
 #endif
 
+// An atomic read-modify-write (atomicAdd, ...): checked and recorded as such (race-check builds).
+GC_RUNTIME __attribute__((noinline)) void atomic_access(void* p, size_t bytes, uintptr_t pc) {
+#ifdef GC_CPU_RACE_CHECK
+    shared_access(p, bytes, true, pc, true);
+#else
+    (void)p; (void)bytes; (void)pc;
+#endif
+}
+
+// printf from a kernel (see part 1): kept, up to kPrintfBytes per launch.
+GC_RUNTIME int device_printf(const char* format, ...) {
+    char line[4096];
+    va_list args;
+    va_start(args, format);
+    const int n = std::vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    if (n <= 0) return n;
+    const size_t length = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (!rt.printf_buffer) rt.printf_buffer = static_cast<char*>(std::malloc(kPrintfBytes));
+    if (rt.printf_buffer && rt.printf_used + length <= kPrintfBytes) {
+        std::memcpy(rt.printf_buffer + rt.printf_used, line, length);
+        rt.printf_used += length;
+    } else {
+        rt.printf_dropped += length;
+    }
+    return n;
+}
+
+GC_RUNTIME inline void flush_printf() {
+    if (rt.printf_used) std::fwrite(rt.printf_buffer, 1, rt.printf_used, stdout);
+    if (rt.printf_dropped)
+        std::fprintf(stdout, "[%zu bytes of printf output dropped: a launch keeps at most %zu, as a GPU's buffer does]\n",
+                     rt.printf_dropped, kPrintfBytes);
+    std::fflush(stdout);
+    rt.printf_used = rt.printf_dropped = 0;
+}
+
+// This library's read-only segments (code, constants), which the kernel may read.
+GC_RUNTIME inline int note_segment(dl_phdr_info* info, size_t, void* mine) {
+    if (info->dlpi_addr != (ElfW(Addr))mine) return 0;
+    for (int i = 0; i < info->dlpi_phnum && rt.readonly_count < 8; ++i) {
+        const ElfW(Phdr)& h = info->dlpi_phdr[i];
+        if (h.p_type != PT_LOAD || (h.p_flags & PF_W)) continue;
+        rt.readonly_lo[rt.readonly_count] = info->dlpi_addr + h.p_vaddr;
+        rt.readonly_hi[rt.readonly_count++] = info->dlpi_addr + h.p_vaddr + h.p_memsz;
+    }
+    return 1;
+}
+
 // ---- fibers and the barrier ---------------------------------------------------------------------
 
-inline Fiber& self() { return rt.fibers[rt.current]; }
+GC_RUNTIME inline Fiber& self() { return rt.fibers[rt.current]; }
 
-// The runtime's own code is not instrumented (no_sanitize_thread): its copies are not the kernel's accesses.
-#define GC_RUNTIME __attribute__((no_sanitize_thread))
 
 // A copy lands: the bytes move, and (race-check builds) its words stop being in flight and count as
 // written by the issuing thread now, at the copy's line — so a thread that reads them after the
@@ -650,12 +830,12 @@ GC_RUNTIME inline void pipeline_wait_prior(size_t n) { complete_copies(self().ne
 
 // Switching: the side that stops saves its place with _setjmp and jumps to the other's place.
 // Unlike swapcontext, _setjmp/_longjmp make no system call (they leave the signal mask alone).
-inline void yield_to_scheduler(Fiber& f) {
+GC_RUNTIME inline void yield_to_scheduler(Fiber& f) {
     if (_setjmp(f.resume) == 0) _longjmp(rt.scheduler, 1);
 }
 
 // Not inlined: its return address says where the barrier is (race reports name the loop it closes).
-__attribute__((noinline)) void syncthreads(int line) {
+GC_RUNTIME __attribute__((noinline)) void syncthreads(int line) {
     Fiber& f = self();
     f.state = AT_BARRIER;
     f.line = line;
@@ -665,7 +845,7 @@ __attribute__((noinline)) void syncthreads(int line) {
 
 // A fiber runs a loop: one CUDA thread per block, then it parks until the next block. Copies the
 // thread never waited for are dropped: nothing orders them before any other thread's access.
-inline void fiber_main() {
+GC_RUNTIME inline void fiber_main() {
     for (;;) {
         rt.body(rt.closure);
         Fiber& f = self();
@@ -676,7 +856,7 @@ inline void fiber_main() {
 }
 
 // Run thread t until its next barrier or its end. Not inlined: the _setjmp must have its own frame.
-__attribute__((noinline)) inline void switch_to(int t) {
+GC_RUNTIME __attribute__((noinline)) inline void switch_to(int t) {
     Fiber& f = rt.fibers[t];
     if (_setjmp(rt.scheduler) != 0) return;  // the fiber yielded
     if (!f.started) {
@@ -691,7 +871,7 @@ __attribute__((noinline)) inline void switch_to(int t) {
     _longjmp(f.resume, 1);
 }
 
-inline bool reserve(size_t dynamic_shared_bytes) {
+GC_RUNTIME inline bool reserve(size_t dynamic_shared_bytes) {
     for (int t = 0; t < kMaxThreads; ++t) rt.fibers[t].started = false;  // another kernel used the stacks
     if (dynamic_shared_bytes > rt.dynamic_shared_capacity) {
         std::free(rt.dynamic_shared);
@@ -703,14 +883,14 @@ inline bool reserve(size_t dynamic_shared_bytes) {
     return true;
 }
 
-inline void set_where(ErrorInfo* err, int t) {
+GC_RUNTIME inline void set_where(ErrorInfo* err, int t) {
     err->block[0] = (int)blockIdx.x; err->block[1] = (int)blockIdx.y; err->block[2] = (int)blockIdx.z;
     const uint3 i = t >= 0 ? rt.fibers[t].index : uint3{0, 0, 0};
     err->thread[0] = (int)i.x; err->thread[1] = (int)i.y; err->thread[2] = (int)i.z;
 }
 
 // Run one block to completion. Returns OK or a barrier error (filled into err).
-inline int run_block(ErrorInfo* err) {
+GC_RUNTIME inline int run_block(ErrorInfo* err) {
     const int T = rt.threads;
     poison_shared_memory();
     ++rt.interval;  // a new block: nothing of the last one races with this one
@@ -792,9 +972,9 @@ inline int run_block(ErrorInfo* err) {
 // ---- watchdog and fault capture -----------------------------------------------------------------
 
 #ifdef SIGRTMAX
-inline int watchdog_signal() { return SIGRTMAX - 1; }
+GC_RUNTIME inline int watchdog_signal() { return SIGRTMAX - 1; }
 #else
-inline int watchdog_signal() { return SIGUSR2; }
+GC_RUNTIME inline int watchdog_signal() { return SIGUSR2; }
 #endif
 
 struct Watchdog {
@@ -805,13 +985,13 @@ struct Watchdog {
     double timeout_s = 0;
 };
 
-inline double now_s() {
+GC_RUNTIME inline double now_s() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-inline void* watchdog_main(void* arg) {
+GC_RUNTIME inline void* watchdog_main(void* arg) {
     Watchdog* w = static_cast<Watchdog*>(arg);
     pthread_mutex_lock(&w->mutex);
     long long last = __atomic_load_n(&rt.progress, __ATOMIC_RELAXED);
@@ -845,7 +1025,7 @@ constexpr int kCaught[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 inline struct sigaction previous_actions[4], previous_watchdog_action;
 
 // The interrupted instruction, from the signal's machine context (0 where this platform is not known).
-inline uintptr_t signal_pc(void* context) {
+GC_RUNTIME inline uintptr_t signal_pc(void* context) {
     const ucontext_t* uc = static_cast<const ucontext_t*>(context);
     if (!uc) return 0;
 #if defined(__linux__) && defined(__x86_64__)
@@ -861,7 +1041,7 @@ inline uintptr_t signal_pc(void* context) {
 #endif
 }
 
-inline void on_signal(int sig, siginfo_t* info, void* context) {
+GC_RUNTIME inline void on_signal(int sig, siginfo_t* info, void* context) {
     if (!rt.armed || !pthread_equal(pthread_self(), rt.runner)) {
         if (sig == watchdog_signal()) return;  // late watchdog signal: nothing to stop any more
         for (int i = 0; i < 4; ++i)  // not ours: hand it to whoever handled it before us
@@ -880,12 +1060,12 @@ inline void on_signal(int sig, siginfo_t* info, void* context) {
 
 // __trap(): not inlined, so that its return address says which call it was (the compiler may merge
 // the trap instructions of a function into one, which would name another line).
-[[noreturn]] __attribute__((noinline)) void trap() {
+[[noreturn]] GC_RUNTIME __attribute__((noinline)) void trap() {
     rt.trap_pc = (uintptr_t)__builtin_return_address(0);
     __builtin_trap();
 }
 
-[[noreturn]] void escape_with(int code) {
+[[noreturn]] GC_RUNTIME void escape_with(int code) {
     rt.armed = 0;
     rt.escape_code = code;
     rt.fault_pc = 0;
@@ -893,7 +1073,7 @@ inline void on_signal(int sig, siginfo_t* info, void* context) {
 }
 
 // The offset of a code address in this library (0 if it is elsewhere, e.g. in the C library).
-inline unsigned long long library_offset(uintptr_t pc) {
+GC_RUNTIME inline unsigned long long library_offset(uintptr_t pc) {
     Dl_info mine, info;
     if (!pc || !dladdr((void*)&signal_pc, &mine) || !dladdr((void*)pc, &info) || info.dli_fbase != mine.dli_fbase)
         return 0;
@@ -904,7 +1084,7 @@ inline unsigned long long library_offset(uintptr_t pc) {
 // this header: the linker script would gather them with the __shared__ variables.)
 alignas(64) inline char alternate_stack[1 << 16];
 
-inline void install_handlers(stack_t* previous_stack) {
+GC_RUNTIME inline void install_handlers(stack_t* previous_stack) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -919,14 +1099,14 @@ inline void install_handlers(stack_t* previous_stack) {
     sigaltstack(&ss, previous_stack);
 }
 
-inline void restore_handlers(const stack_t* previous_stack) {
+GC_RUNTIME inline void restore_handlers(const stack_t* previous_stack) {
     for (int i = 0; i < 4; ++i) sigaction(kCaught[i], &previous_actions[i], nullptr);
     sigaction(watchdog_signal(), &previous_watchdog_action, nullptr);
     sigaltstack(previous_stack, nullptr);
 }
 
 // Fill err for the race found: threads, source offsets (Python turns them into lines).
-inline void report_race(ErrorInfo* err) {
+GC_RUNTIME inline void report_race(ErrorInfo* err) {
     err->code = RACE;
     err->race_kind = race.kind;
     err->shared_offset = race.offset;
@@ -944,7 +1124,7 @@ inline void report_race(ErrorInfo* err) {
 
 // ---- the launch ---------------------------------------------------------------------------------
 
-inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err) {
+GC_RUNTIME inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err) {
     std::memset(err, 0, sizeof *err);
     for (int i = 0; i < 3; ++i)
         if (cfg->grid[i] < 1 || cfg->block[i] < 1) {
@@ -985,6 +1165,37 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     }
     rt.fault_pc = 0;
     rt.trap_pc = 0;
+    rt.bad_address = 0;
+    rt.bad_other_block = 0;
+#ifdef GC_CPU_RACE_CHECK
+    if (!rt.readonly_count) {
+        Dl_info mine;
+        if (dladdr((void*)&signal_pc, &mine)) dl_iterate_phdr(note_segment, mine.dli_fbase);
+    }
+    for (int i = 0; i < rt.array_count && i < Runtime::kMaxArrays; ++i)
+        if (rt.arrays[i].writable) {
+            const size_t granules = rt.arrays[i].bytes / (size_t)(rt.arrays[i].itemsize > 0 ? rt.arrays[i].itemsize : 1) + 1;
+            rt.block_writer[i] = static_cast<unsigned*>(std::calloc(granules, sizeof(unsigned)));
+            rt.block_reader[i] = static_cast<unsigned*>(std::calloc(granules, sizeof(unsigned)));
+        }
+#endif
+    // The blocks' order: CUDA's, or one drawn from the seed (a GPU runs blocks in no order a kernel may rely on).
+    const unsigned long long total_blocks = (unsigned long long)cfg->grid[0] * cfg->grid[1] * cfg->grid[2];
+    unsigned long long* order = nullptr;
+    if (cfg->block_order_seed) {
+        order = static_cast<unsigned long long*>(std::malloc(sizeof(unsigned long long) * total_blocks));
+        if (order) {
+            unsigned long long state = cfg->block_order_seed;
+            for (unsigned long long n = 0; n < total_blocks; ++n) order[n] = n;
+            for (unsigned long long n = total_blocks; n > 1; --n) {  // Fisher-Yates with splitmix64
+                unsigned long long z = (state += 0x9E3779B97F4A7C15ull);
+                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+                z ^= z >> 31;
+                std::swap(order[n - 1], order[z % n]);
+            }
+        }
+    }
     const int first_block[3] = {0, 0, 0};
     const int* profiled = cfg->profile_block_count > 0 ? cfg->profile_blocks : first_block;
     const int profiled_count = !cfg->profile ? 0 : cfg->profile_block_count > 0 ? cfg->profile_block_count : 1;
@@ -1006,9 +1217,11 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     int code = OK;
     if (sigsetjmp(rt.escape, 1) == 0) {
         rt.armed = 1;
-        for (unsigned z = 0; z < gridDim.z && code == OK; ++z)
-            for (unsigned y = 0; y < gridDim.y && code == OK; ++y)
-                for (unsigned x = 0; x < gridDim.x && code == OK; ++x) {
+        for (unsigned long long n = 0; n < total_blocks && code == OK; ++n) {
+                    const unsigned long long linear = order ? order[n] : n;
+                    const unsigned x = (unsigned)(linear % gridDim.x), y = (unsigned)(linear / gridDim.x % gridDim.y),
+                                   z = (unsigned)(linear / ((unsigned long long)gridDim.x * gridDim.y));
+                    rt.block_linear = linear;
                     blockIdx = uint3{x, y, z};
                     race.profiling = false;
                     for (int i = 0; i < profiled_count && !race.profiling; ++i)
@@ -1022,7 +1235,7 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
                         cfg->profile_intervals[race.profiled_block] = (long long)(rt.interval - race.first_interval + 1);
                     if (code == OK && race_found()) code = RACE;
                     if (code != OK) break;
-                }
+        }
         rt.armed = 0;
     } else {  // came back from on_signal: a fault or the watchdog
         code = rt.escape_code;
@@ -1040,12 +1253,22 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
             err->code_offset[0] = library_offset(rt.trap_pc - 1);
             err->count = 1;
         }
-        if (code == OUT_OF_BOUNDS || code == ASYNC_COPY) {
+        if (code == OUT_OF_BOUNDS || code == ASYNC_COPY || code == WILD_ACCESS || code == BLOCK_CONFLICT ||
+            code == INPUT_WRITE) {
             err->code_offset[0] = rt.bad_pc ? library_offset(rt.bad_pc - 1) : 0;
             err->array = rt.bad_array;
             err->byte_offset = rt.bad_offset;
             err->write = rt.bad_write;
             err->access_size = rt.bad_size;
+        }
+        if (code == WILD_ACCESS) err->address = rt.bad_address;
+        if (code == BLOCK_CONFLICT) {
+            const unsigned long long other = rt.bad_other_block - 1ull;
+            err->count = rt.bad_other_block == kAtomicOwner;  // 1: the other side was atomics
+            err->other_thread[0] = (int)(other % gridDim.x);
+            err->other_thread[1] = (int)(other / gridDim.x % gridDim.y);
+            err->other_thread[2] = (int)(other / ((unsigned long long)gridDim.x * gridDim.y));
+            err->race_kind = rt.bad_conflict_kind;
         }
         if (code == ASYNC_COPY) {
             const uint3 o = rt.fibers[rt.bad_issuer].index;
@@ -1070,6 +1293,10 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
             std::snprintf(err->message, sizeof err->message, "thread (%u,%u,%u) of block (%u,%u,%u) %s byte %llu of "
                           "shared memory while a cp.async into it was not yet waited for", i.x, i.y, i.z, b.x, b.y,
                           b.z, rt.bad_write ? "wrote" : "read", (unsigned long long)rt.bad_shared_offset);
+        else if (code == WILD_ACCESS || code == BLOCK_CONFLICT || code == INPUT_WRITE)
+            std::snprintf(err->message, sizeof err->message, "thread (%u,%u,%u) of block (%u,%u,%u) %s %d bytes "
+                          "it may not touch (code %d)", i.x, i.y, i.z, b.x, b.y, b.z, rt.bad_write ? "wrote" : "read",
+                          rt.bad_size, code);
         else if (code == INTERRUPTED)
             std::snprintf(err->message, sizeof err->message, "stopped (interrupted) in block (%u,%u,%u)", b.x, b.y, b.z);
         else if (code == STACK_OVERFLOW) {
@@ -1086,6 +1313,13 @@ inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure,
     if (code == RACE) report_race(err);
     race.profiling = false;
     rt.current = -1;
+    std::free(order);
+    for (int i = 0; i < Runtime::kMaxArrays; ++i) {
+        std::free(rt.block_writer[i]);
+        std::free(rt.block_reader[i]);
+        rt.block_writer[i] = rt.block_reader[i] = nullptr;
+    }
+    flush_printf();
     if (watched) {
         pthread_mutex_lock(&watchdog.mutex);
         watchdog.stop = true;
@@ -1106,10 +1340,10 @@ template <class F> struct Kernel;
 template <class... P> struct Kernel<void (*)(P...)> {
     void (*fn)(P...);
     void** args;
-    template <size_t... I> void call(std::index_sequence<I...>) {
+    template <size_t... I> GC_RUNTIME void call(std::index_sequence<I...>) {
         fn(*static_cast<std::remove_cv_t<std::remove_reference_t<P>>*>(args[I])...);
     }
-    static void run(void* self) { static_cast<Kernel*>(self)->call(std::index_sequence_for<P...>{}); }
+    GC_RUNTIME static void run(void* self) { static_cast<Kernel*>(self)->call(std::index_sequence_for<P...>{}); }
 };
 
 template <class T> inline const char* scalar_name() {

@@ -20,6 +20,7 @@ Meant for small shapes: one CPU core emulates the whole grid, thread by thread.
 """
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import functools
 import hashlib
@@ -224,6 +225,29 @@ class KernelRaceError(CpuBackendError):
         self.crosses_iterations, self.barrier_line = crosses_iterations, barrier_line
 
 
+class KernelWildAccessError(KernelMemoryError):
+    """(race-check builds) The kernel touched memory that is none of its arrays, its shared memory, its own
+    stack, the built-in variables or its constants: a pointer computed from nothing the kernel was given,
+    or a `__device__` variable. Attributes as KernelMemoryError (address: the one touched)."""
+
+
+class KernelBlockConflictError(CpuBackendError):
+    """(race-check builds) Two blocks touched one element of a writable array, one of them writing: on a
+    GPU the result depends on the order blocks run in. Attributes: block (the later one), other_block,
+    thread (of the later access), line, array, index (the element), kind ("write-write",
+    "read-after-write", "write-after-read"), atomics (the earlier side were atomic updates)."""
+
+    def __init__(self, en: str, zh: str = "", block: tuple = (), other_block: tuple = (), thread: tuple = (),
+                 line: str = "", array: str = "", index: tuple = (), kind: str = "", atomics: bool = False):
+        super().__init__(en, zh)
+        self.block, self.other_block, self.thread, self.line = block, other_block, thread, line
+        self.array, self.index, self.kind, self.atomics = array, index, kind, atomics
+
+
+class KernelInputWriteError(KernelMemoryError):
+    """(race-check builds) A store into an array the kernel takes as a const pointer (an input)."""
+
+
 class UnsupportedLevelError(CpuBackendError, NotImplementedError):
     """The level needs hardware the CPU backend does not emulate (Tensor Cores)."""
 
@@ -349,6 +373,12 @@ def _kernel_dir_headers() -> str:
     return "\n".join(parts)
 
 
+# Where compiled kernels are loaded and run. None: in this process. The grader sets a loader that runs
+# them in a child process instead (gemm_course.exercises.native): a learner's kernel is native code and
+# never runs in the process that judges it. The loader is called as loader(path, kernel, source_name,
+# race_check) and returns an object with CpuKernel's launch() and parameters.
+kernel_loader: contextvars.ContextVar[Optional[Any]] = contextvars.ContextVar("kernel_loader", default=None)
+
 _lock = threading.RLock()         # compiling and loading
 _launch_lock = threading.Lock()   # one launch at a time in this process (signal handlers, stacks)
 _stacks: dict[int, int] = {}      # fiber stack pools by slot size, see gc_stack_pool() in the header
@@ -373,12 +403,15 @@ def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu", rac
     tu = translation_unit(source, kernel, source_name)
     key = hashlib.sha256("\0".join(
         [_compiler_identity(cmd), " ".join(flags), LINKER_SCRIPT, _kernel_dir_headers(), tu]).encode()).hexdigest()[:32]
+    loader = kernel_loader.get()
     with _lock:
-        if key in _loaded:
+        if key in _loaded and loader is None:
             return _loaded[key]
         path = cache / f"{key}.so"
         if not path.exists():
             _build(cmd, flags, tu, kernel, path)
+        if loader is not None:
+            return loader(path, kernel, source_name, race_check)
         compiled = CpuKernel(path, kernel, source_name, race_check)
         _loaded[key] = compiled
         return compiled
@@ -421,7 +454,8 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
 # --- launching -----------------------------------------------------------------------------------
 
 class _ArrayInfo(ctypes.Structure):
-    _fields_ = [("address", ctypes.c_ulonglong), ("bytes", ctypes.c_ulonglong), ("guard", ctypes.c_ulonglong)]
+    _fields_ = [("address", ctypes.c_ulonglong), ("bytes", ctypes.c_ulonglong), ("guard", ctypes.c_ulonglong),
+                ("itemsize", ctypes.c_int), ("writable", ctypes.c_int)]
 
 
 class _LaunchConfig(ctypes.Structure):
@@ -429,7 +463,8 @@ class _LaunchConfig(ctypes.Structure):
                 ("dynamic_shared_bytes", ctypes.c_longlong), ("timeout_s", ctypes.c_double),
                 ("stacks", ctypes.c_void_p), ("profile", ctypes.c_void_p), ("profile_capacity", ctypes.c_longlong),
                 ("arrays", ctypes.c_void_p), ("array_count", ctypes.c_int), ("profile_block_count", ctypes.c_int),
-                ("profile_blocks", ctypes.c_void_p), ("profile_intervals", ctypes.c_void_p)]
+                ("profile_blocks", ctypes.c_void_p), ("profile_intervals", ctypes.c_void_p),
+                ("block_order_seed", ctypes.c_ulonglong)]
 
 
 # One memory access of a profiled block (AccessRecord in the header). flags: 1 write, 2 shared memory
@@ -452,7 +487,7 @@ class _ErrorInfo(ctypes.Structure):
 
 
 (_OK, _BARRIER_PARTIAL, _BARRIER_DIVERGENT, _TIMEOUT, _FAULT, _STACK_OVERFLOW, _BAD_CONFIG, _RACE, _INTERRUPTED,
- _OUT_OF_BOUNDS, _ASYNC_COPY) = range(11)
+ _OUT_OF_BOUNDS, _ASYNC_COPY, _WILD_ACCESS, _BLOCK_CONFLICT, _INPUT_WRITE) = range(14)
 _RACE_KINDS = ("wrote", "read", "wrote")  # what the later access did (write-write, read-after-write, write-after-read)
 _EARLIER_KINDS = ("wrote", "wrote", "read")
 _ACTIONS_ZH = {"wrote": "写入", "read": "读取"}
@@ -598,7 +633,8 @@ class CpuKernel:
 
     def launch(self, launch: Launch, args: Sequence[Any], *, names: Optional[Sequence[str]] = None,
                timeout_s: Optional[float] = None, profile: bool = False,
-               profile_blocks: Optional[Sequence[tuple[int, int, int]]] = None) -> Optional["AccessLog"]:
+               profile_blocks: Optional[Sequence[tuple[int, int, int]]] = None,
+               block_order_seed: int = 0) -> Optional["AccessLog"]:
         """Run the grid. args follow the kernel's parameters: NumPy arrays for pointers (copied
         into guarded buffers; arrays behind non-const pointers are copied back; None for a null
         pointer), Python or NumPy numbers for scalars. names label the arguments in error
@@ -608,7 +644,9 @@ class CpuKernel:
         kernel (a race-check build also KernelAsyncCopyError, and reports an out-of-bounds load or
         store as KernelMemoryError before it happens). profile (a race-check build only): return the
         memory accesses of the blocks profile_blocks ((x, y, z) each; default: the first block only)
-        as an AccessLog (see gemm_course.inspect.warp_access, which turns them into sectors and bank wavefronts)."""
+        as an AccessLog (see gemm_course.inspect.warp_access, which turns them into sectors and bank wavefronts).
+        block_order_seed: 0 runs the blocks in CUDA's order; another number, in an order drawn from it (a GPU
+        promises no order: a kernel whose result depends on it is wrong)."""
         if profile and not self.race_check:
             raise CpuBackendError("profile=True needs a kernel compiled with race_check=True (the instrumented build)",
                                   "profile=True 需要用 race_check=True 编译的内核（带插桩的版本）")
@@ -638,7 +676,8 @@ class CpuKernel:
             timeout = default_timeout() if timeout_s is None else timeout_s
             err = _ErrorInfo()
             records = np.empty(PROFILE_CAPACITY if profile else 0, dtype=ACCESS_RECORD)
-            arrays = (_ArrayInfo * max(1, len(guarded)))(*[_ArrayInfo(g.address, g.nbytes, g.guard) for g in guarded])
+            arrays = (_ArrayInfo * max(1, len(guarded)))(*[_ArrayInfo(g.address, g.nbytes, g.guard, g.array.itemsize,
+                                                                      int(g.writable)) for g in guarded])
             block_list = np.array(blocks or [(0, 0, 0)], dtype=np.int32)
             intervals = np.zeros(len(block_list), dtype=np.int64)
             with _launch_lock:
@@ -646,7 +685,8 @@ class CpuKernel:
                                        launch.dynamic_shared_bytes, timeout, self._stack_pool(),
                                        records.ctypes.data if profile else None, len(records),
                                        ctypes.addressof(arrays), len(guarded), len(blocks),
-                                       block_list.ctypes.data, intervals.ctypes.data)
+                                       block_list.ctypes.data, intervals.ctypes.data,
+                                       int(block_order_seed) % (1 << 64))
                 code = self._run_interruptibly(config, argv, err)
                 count = self._lib.gc_profile_count() if profile else 0
             if code == _INTERRUPTED:
@@ -775,6 +815,8 @@ class CpuKernel:
             return self._race(err)
         if code == _ASYNC_COPY:
             return self._async_copy(err)
+        if code in (_WILD_ACCESS, _BLOCK_CONFLICT, _INPUT_WRITE):
+            return self._forbidden_access(code, err, guarded)
         if code == _OUT_OF_BOUNDS:
             g = guarded[err.array]
             offset, write = int(err.byte_offset), bool(err.write)
@@ -882,6 +924,52 @@ class CpuKernel:
                 f"{self.kernel}：{who_zh} {at_zh}在地址 {err.address:#x} 处崩溃（{signal_name}），这个地址不在任何参数数组"
                 "附近：可能是野指针，或者下标远远超出了范围", **where)
         return CpuBackendError(en, f"{self.kernel}：CPU 后端报告了错误（代码 {code}），原文见英文部分")
+
+    def _forbidden_access(self, code: int, err: _ErrorInfo, guarded: list[_Guarded]) -> CpuBackendError:
+        """A wild access, a store into an input, or two blocks on one element (race-check builds)."""
+        block, thread = tuple(err.block), tuple(err.thread)
+        who = f"thread {_xyz(thread)} of block {_xyz(block)}"
+        who_zh = f"线程块 {_xyz(block)} 中的线程 {_xyz(thread)}"
+        line = self.source_line(int(err.code_offset[0]))
+        write = bool(err.write)
+        action, action_zh = ("wrote", "写入") if write else ("read", "读取")
+        if code == _WILD_ACCESS:
+            return KernelWildAccessError(
+                f"{self.kernel}: {who} {action} {err.access_size} bytes at {line} at an address that is none of the "
+                "kernel's arrays, its shared memory or its own local variables: a pointer made from something the "
+                "kernel was not given, or a __device__ variable; a graded kernel touches only its arguments' "
+                "arrays, shared memory and its locals",
+                f"{self.kernel}：{who_zh} 在 {line} {action_zh}了 {err.access_size} 字节，地址既不属于内核的数组，也不属于"
+                "它的共享内存或局部变量：指针是否来自内核没有拿到的东西，或者用了 __device__ 变量？被评分的内核只能访问"
+                "参数中的数组、共享内存和它自己的局部变量",
+                block=block, thread=thread, address=int(err.address), line=line, write=write)
+        g = guarded[err.array]
+        offset = int(err.byte_offset)
+        index = tuple(int(v) for v in g.index(offset))
+        element = f"{g.name}[{', '.join(map(str, index))}]"
+        if code == _INPUT_WRITE:
+            return KernelInputWriteError(
+                f"{self.kernel}: {who} wrote {element} at {line}, but {g.name} is an input (a const pointer): "
+                "a kernel writes only its output",
+                f"{self.kernel}：{who_zh} 在 {line} 写入了 {element}，但 {g.name} 是输入（const 指针）：内核只应写它的输出",
+                block=block, thread=thread, address=g.address + offset, line=line, array=g.name, index=index,
+                write=True)
+        other = tuple(err.other_thread)
+        atomics = bool(err.count)
+        kind = ("write-write", "read-after-write", "write-after-read")[int(err.race_kind)]
+        earlier = "updated with atomics by other blocks" if atomics else {
+            "write-write": f"written by block {_xyz(other)}", "read-after-write": f"written by block {_xyz(other)}",
+            "write-after-read": f"read by block {_xyz(other)}"}[kind]
+        earlier_zh = "已被其他线程块用原子操作更新" if atomics else {
+            "write-write": f"已被线程块 {_xyz(other)} 写入", "read-after-write": f"已被线程块 {_xyz(other)} 写入",
+            "write-after-read": f"已被线程块 {_xyz(other)} 读取"}[kind]
+        return KernelBlockConflictError(
+            f"{self.kernel}: {who} {action} {element} at {line}, an element {earlier}: each block must keep to its "
+            "own part of the output (blocks run in no fixed order, so the result would depend on it)",
+            f"{self.kernel}：{who_zh} 在 {line} {action_zh}了 {element}，而这个元素{earlier_zh}：每个线程块只能处理输出中"
+            "属于自己的部分（线程块的执行顺序不固定，结果会随之改变）",
+            block=block, other_block=other, thread=thread, line=line, array=g.name, index=index, kind=kind,
+            atomics=atomics)
 
     def source_line(self, offset: int) -> str:
         """'file:line' of a code offset in the library (addr2line), the kernel's own file preferred
