@@ -401,10 +401,10 @@ def _answer_script() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _standard_library() -> tuple[list[str], list[str]]:
-    """(the child's sys.path, the folders it may read): the standard library's folders. A folder that holds
-    the course's package (site-packages sits inside the standard library's folder in an install outside a
-    virtual environment) is on neither: the modules an answer may import are imported before the child
+def _standard_library() -> list[str]:
+    """The standard library's folders: the child's sys.path, and all it may read. A folder that holds the
+    course's package (site-packages sits inside the standard library's folder in an install outside a
+    virtual environment) is left out: the modules an answer may import are imported before the child
     gives up the filesystem, so it needs no more."""
     import sysconfig
 
@@ -412,8 +412,7 @@ def _standard_library() -> tuple[list[str], list[str]]:
     folders = [stdlib, platstdlib, os.path.join(platstdlib, "lib-dynload")]
     folders = list(dict.fromkeys(os.path.realpath(f) for f in folders if os.path.isdir(f)))
     course = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    apart = [f for f in folders if not (course + os.sep).startswith(f + os.sep)]
-    return apart, apart
+    return [f for f in folders if not (course + os.sep).startswith(f + os.sep)]
 
 
 def _python_problem(attempt: Attempt, function: str, signature: str) -> Optional[Step]:
@@ -489,9 +488,9 @@ def _answer_in_child(source: str, file_name: str, function: str, calls: Sequence
     answers with anything else."""
     from .sandbox import Child, classify
 
-    path, readable = _standard_library()
+    stdlib = _standard_library()
     request = {"source": source, "file": file_name, "function": function, "calls": [list(c) for c in calls],
-               "imports": list(ANSWER_IMPORTS), "refused": sorted(_REFUSED_NAMES), "path": path, "readable": readable}
+               "imports": list(ANSWER_IMPORTS), "refused": sorted(_REFUSED_NAMES), "path": stdlib, "readable": stdlib}
     with Child([sys.executable, "-I", "-S", "-c", _answer_script()], wall_s=PYTHON_TIMEOUT_S) as child:
         answer, _ = child.call(request)
     results = answer.get("results")
