@@ -417,15 +417,80 @@ def _lang(args: argparse.Namespace) -> str:
     return "zh" if os.environ.get("LANG", "").lower().startswith("zh") else "en"
 
 
+def _in(lang: str, en: str, zh: str) -> str:
+    return en if lang == "en" else zh
+
+
+def _find_exercise(exercise_id: str, lang: str) -> Any:
+    """The exercise of that id, or ValueError with one line in the reader's language naming the closest ids."""
+    import difflib
+
+    from .exercises import exercises, get_exercise
+
+    try:
+        return get_exercise(exercise_id)
+    except ValueError:
+        ids = [e.id for e in exercises()]
+        close = difflib.get_close_matches(exercise_id, ids, n=3, cutoff=0.5) or \
+            [i for i in ids if exercise_id and exercise_id in i][:3]
+        guess = _in(lang, f": did you mean {' or '.join(close)}?", f"：是不是 {' 或 '.join(close)}？") if close else ""
+        raise ValueError(_in(lang, f"no exercise {exercise_id!r}{guess} (`python -m gemm_course exercises` lists them)",
+                             f"没有练习 {exercise_id!r}{guess}（`python -m gemm_course exercises` 列出全部练习）")) from None
+
+
+SEED_LIMIT = 2**32  # what NumPy's default_rng takes, and more seeds than anyone will try
+
+
+def _seed(text: Optional[str], lang: str) -> Optional[int]:
+    """--seed as an int in [0, SEED_LIMIT), None when not given; ValueError with one line otherwise."""
+    if text is None:
+        return None
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = None
+    if seed is None or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(_in(lang, f"--seed {text}: a seed is a whole number from 0 to {SEED_LIMIT - 1}; give one in "
+                                   "that range (a verdict prints the seed it used), or leave --seed out for a fresh one",
+                             f"--seed {text}：随机种子是 0 到 {SEED_LIMIT - 1} 之间的整数；请给出这个范围内的数"
+                             "（评分结果会打印它所用的种子），或者不加 --seed，使用新的随机种子"))
+    return seed
+
+
+def _reveal(exercise: Any, lang: str) -> None:
+    """exercises reveal ID: give a prediction exercise up, show its measured values with their reasons."""
+    from .exercises import predict, progress
+
+    if not predict.is_prediction(exercise):
+        raise ValueError(_in(lang, f"{exercise.id} has no measured predictions to reveal: reveal is for the exercises "
+                                   "whose answer is numbers the grader measures; `python -m gemm_course grade "
+                                   f"{exercise.id} --solution --print` shows this one's reference answer",
+                             f"{exercise.id} 没有可以揭晓的实测预测值：reveal 只用于答案是评分器实测数值的练习；"
+                             f"`python -m gemm_course grade {exercise.id} --solution --print` 显示本练习的参考答案"))
+    lines = predict.reveal_lines(exercise, lang)
+    warning = progress.record_reveal(exercise.id)
+    print(_in(lang, f"{exercise.id}: given up; the measured values and why (a right answer from now on is shown as "
+                    "right but does not count as solved):",
+              f"{exercise.id}：已放弃；以下是实测值及其原因（此后答对会显示为正确，但不计为已完成）："))
+    print("\n".join(f"  {line}" for line in lines))
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 def cmd_exercises(args: argparse.Namespace) -> None:
-    from .exercises import exercises, get_exercise, progress
+    from .exercises import exercises, progress
 
     lang = _lang(args)
-    if args.action in ("show", "hint"):
+    if args.action in ("show", "hint", "reveal"):
         if not args.exercise:
-            raise ValueError(f"say which exercise, e.g. `exercises {args.action} 02_missing_barrier"
-                             f"{' 1' if args.action == 'hint' else ''}`")
-        ex = get_exercise(args.exercise)
+            example = "01_predict_sectors" if args.action == "reveal" else "02_missing_barrier"
+            example += " 1" if args.action == "hint" else ""
+            raise ValueError(_in(lang, f"say which exercise, e.g. `exercises {args.action} {example}`",
+                                 f"请指明是哪个练习，例如 `exercises {args.action} {example}`"))
+        ex = _find_exercise(args.exercise, lang)
+        if args.action == "reveal":
+            _reveal(ex, lang)
+            return
         if args.action == "show":
             title, statement = (ex.title_en, ex.statement_en) if lang == "en" else (ex.title_zh, ex.statement_zh)
             head = f"Exercise {ex.id} (Level {ex.number}, {ex.kind}): {title}" if lang == "en" else \
@@ -445,9 +510,17 @@ def cmd_exercises(args: argparse.Namespace) -> None:
               + (en if lang == "en" else zh))
         return
     if args.action not in (None, "list"):
-        raise ValueError(f"unknown action {args.action!r}: use list, show ID or hint ID N")
+        import difflib
+
+        close = difflib.get_close_matches(args.action, ["list", "show", "hint", "reveal"], n=1)
+        guess = _in(lang, f" (did you mean {close[0]}?)", f"（是不是 {close[0]}？）") if close else ""
+        raise ValueError(_in(lang, f"unknown action {args.action!r}{guess}: use list, show ID, hint ID N or reveal ID",
+                             f"未知的操作 {args.action!r}{guess}：请用 list、show 练习、hint 练习 N 或 reveal 练习"))
     if args.status:
-        rows = progress.status_rows(args.level)
+        done, warning = progress.read()
+        if warning:
+            print(warning, file=sys.stderr)
+        rows = progress.status_rows(args.level, done)
         if args.json:
             print(json.dumps(rows, indent=1, ensure_ascii=False))
             return
@@ -455,7 +528,8 @@ def cmd_exercises(args: argparse.Namespace) -> None:
             label = progress.LABELS[r["best"]][0 if lang == "en" else 1]
             tries = (f"{r['attempts']} attempt{'s' if r['attempts'] != 1 else ''}" if lang == "en"
                      else f"尝试 {r['attempts']} 次")
-            print(f"{r['id']:<28} {label:<40} {tries if r['attempts'] else ''}")
+            note = r["note_en" if lang == "en" else "note_zh"]
+            print(f"{r['id']:<28} {label:<40} {tries if r['attempts'] else ''}" + (f"  ({note})" if note else ""))
         print("\n" + progress.summary_line(rows, lang) + f"  ({progress.progress_path()})")
         return
     rows = [e.as_row() for e in exercises(args.level)]
@@ -483,10 +557,12 @@ def _read_answer(path_text: str) -> str:
 
 
 def cmd_grade(args: argparse.Namespace) -> None:
-    from .exercises import get_exercise, grade, progress
+    from .exercises import grade, progress
 
+    lang = _lang(args)
     try:
-        exercise = get_exercise(args.exercise)
+        exercise = _find_exercise(args.exercise, lang)
+        seed = _seed(args.seed, lang)
     except ValueError as err:
         print(f"python -m gemm_course grade: {err}", file=sys.stderr)
         sys.exit(2)
@@ -508,8 +584,8 @@ def cmd_grade(args: argparse.Namespace) -> None:
         source = exercise.solution if args.solution else exercise.starter
     from pathlib import Path
 
-    verdict = grade(exercise.id, source, file_name=Path(args.file).name if args.file else None, seed=args.seed)
-    print("\n".join(verdict.lines(_lang(args))))
+    verdict = grade(exercise.id, source, file_name=Path(args.file).name if args.file else None, seed=seed)
+    print("\n".join(verdict.lines(lang)))
     if args.file:  # your own answer counts towards your progress; the shipped ones do not
         warning = progress.record(verdict)
         if warning:
@@ -704,9 +780,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
 
-    p = sub.add_parser("exercises", help="the exercises: list, show ID, hint ID N, --status (no GPU needed)")
-    p.add_argument("action", nargs="?", help="list (default), show ID (the statement) or hint ID N")
-    p.add_argument("exercise", nargs="?", help="with show or hint: the exercise id, e.g. 02_missing_barrier")
+    p = sub.add_parser("exercises", help="the exercises: list, show ID, hint ID N, reveal ID, --status (no GPU needed)")
+    p.add_argument("action", nargs="?", help="list (default), show ID (the statement), hint ID N, or reveal ID (give a "
+                                             "prediction exercise up and see the measured values)")
+    p.add_argument("exercise", nargs="?", help="with show, hint or reveal: the exercise id, e.g. 02_missing_barrier")
     p.add_argument("n", nargs="?", help="with hint: which hint, 1, 2, ...")
     p.add_argument("--level", help="one level, e.g. 2 or 02_smem_tiling")
     p.add_argument("--status", action="store_true", help="your progress: solved, not solved, not verified")
@@ -721,7 +798,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--solution", action="store_true", help="grade the reference solution")
     p.add_argument("--starter", action="store_true", help="grade the starter")
     p.add_argument("--print", action="store_true", help="print the starter (or solution, or file) instead of grading it")
-    p.add_argument("--seed", type=int, help="the seed of the random shape and inputs (a verdict prints its seed)")
+    p.add_argument("--seed", help=f"the seed of the random shape and inputs, 0 to {SEED_LIMIT - 1} (a verdict prints "
+                                  "its seed; a pass with a seed you chose does not count in your progress)")
     p.add_argument("--zh", action="store_true", help="the verdict in Chinese")
     p.set_defaults(func=cmd_grade)
 

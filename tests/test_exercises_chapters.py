@@ -207,12 +207,15 @@ def test_an_endless_python_answer_is_stopped(monkeypatch):
     assert verdict.failed_step == "run" and "did not finish" in verdict.steps[-1].en
 
 
-def test_prints_and_numpy_numbers_in_a_python_answer_are_fine():
-    answer = ("import numpy as np\nprint('hello')\n"
+def test_prints_in_a_python_answer_are_fine_and_numpy_is_refused_in_one_line():
+    answer = ("import math\nprint('hello')\n"
               "def my_rows(M, world_size, rank):\n    base, extra = divmod(M, world_size)\n"
               "    first = rank * base + min(rank, extra)\n    print(first)\n"
-              "    return np.int64(first), np.int64(first + base + (rank < extra))\n")
+              "    return int(math.floor(first)), first + base + (rank < extra)\n")
     assert _graded("12_row_split_uneven", answer).status == "solved"
+    # no Level 12 statement offers NumPy ("`math` is fine"): the answer's interpreter has none
+    refused = _graded("12_row_split_uneven", "import numpy as np\n" + answer)
+    assert refused.failed_step == "answer" and "import numpy" in refused.steps[0].en and "math" in refused.steps[0].en
 
 
 def test_a_kernel_that_never_ends_is_stopped(monkeypatch):

@@ -4,8 +4,9 @@
                             launches it, with launches the learner did not choose (grids with fewer and
                             with more threads than elements, odd shapes, several block rows and columns)
     multi_gpu     Level 12  a Python function (the rows one rank owns, the time of a ring all-reduce, the
-                            time of chunks that overlap), run in a fresh interpreter and checked against
-                            the course's own split and models
+                            time of chunks that overlap), run in a child interpreter apart from the course
+                            (standard library only, no file read or written) and checked against the
+                            course's own split and models
     fp8           Level 13  a CUDA C kernel on e4m3 bytes (the 1x128 quantiser, the promotion loop), on
                             the CPU backend, against gemm_course.fp8.formats
 
@@ -17,10 +18,12 @@ error, a function that raises or loops) with one step saying what to change, nev
 from __future__ import annotations
 
 import ast
-import json
+import functools
 import math
-import subprocess
+import os
+import re
 import sys
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -263,55 +266,160 @@ def _grade_reverse(attempt: Attempt) -> list[Step]:
                          f"每个片段都已反转，包括较短的最后一段：{shown_zh}；没有竞争，每道屏障都由整个线程块到达")]
 
 
-# --- shared: Python answers, run in a fresh interpreter ---------------------------------------------------
+# --- shared: Python answers, run apart from the course ------------------------------------------------------
+#
+# A Python answer runs in a child interpreter started with -I -S: no site, so no .pth file and no editable
+# finder; its sys.path is the standard library's folders only, so the course cannot be imported under any
+# name. Before the answer runs, the child gives up writing any file and reading any file outside the
+# standard library (child_prelude.restrict_filesystem: Landlock), so the course's files cannot be read by
+# path either. The answer's values come back as one framed message on the child's result pipe
+# (sandbox.Child); what it prints and how it exits count for nothing. A screen (_python_problem) refuses
+# first, in one line, what such an answer could only use to reach around all that.
 
-# The child process: the learner's text runs in a namespace of its own, with gemm_course unimportable,
-# its prints kept away from the results, and each call's value (or the first exception, in one line)
-# written as one JSON line.
-_CHILD = r"""
-import io, json, sys
-sys.modules["gemm_course"] = None
-spec = json.loads(sys.stdin.read())
-real_stdout, sys.stdout = sys.stdout, io.StringIO()
+# What an answer may import. Every Level 12 statement says "`math` is fine", none offers NumPy: so the child
+# gets no NumPy either (it would need a folder on sys.path holding the numpy package alone).
+ANSWER_IMPORTS = ("math",)
 
-def plain(v):
-    if hasattr(v, "tolist") and callable(v.tolist):  # a NumPy number or array
-        v = v.tolist()
-    if isinstance(v, bool):
-        return {"bool": v}
-    if isinstance(v, (int, float)):
-        return v
-    if isinstance(v, (tuple, list)):
-        return [plain(x) for x in v]
-    return {"repr": repr(v)[:80], "type": type(v).__name__}
+# Names an answer may not use, with why (the refusal says what to do instead).
+_REFUSED_NAMES: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("__import__", "importlib", "sys", "os", "builtins", "subprocess"),
+                    ("it reaches outside the answer: the answer runs apart from the course and the system",
+                     "它会触及答案之外的东西：答案与课程和系统隔离运行")),
+    "open": ("an answer reads and writes no file", "答案不读也不写任何文件"),
+    **dict.fromkeys(("exec", "eval", "compile"), ("the code must be written out, not built from text at run time",
+                                                  "代码要直接写出来，不能在运行时由文本生成")),
+    **dict.fromkeys(("globals", "vars", "locals"), ("it reaches the grader's variables, not yours",
+                                                    "它会触及评分器的变量，而不是你的")),
+    **dict.fromkeys(("breakpoint", "input"), ("the grading runs without a terminal", "评分在没有终端的情况下运行")),
+}
+_ATTRIBUTE_FUNCTIONS = ("getattr", "setattr", "delattr")
+# Attributes of frames, generators, coroutines, tracebacks and code objects: a way up to the grader's frame.
+_INTROSPECTION = re.compile(r"(f|gi|cr|ag|tb|co)_\w+")
 
-def line(e):
-    text = str(e).splitlines()[0] if str(e) else ""
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
-out = {"results": []}
-try:
-    namespace = {"__name__": "answer"}
-    exec(compile(spec["source"], spec["file"], "exec"), namespace)
-    f = namespace.get(spec["function"])
-    if not callable(f):
+def _refused_attribute(attribute: str) -> bool:
+    return attribute.startswith("_") or bool(_INTROSPECTION.fullmatch(attribute))
+
+
+# The child's script after child_prelude's text: read the one request, import what an answer may use, give up
+# the filesystem, run the answer in a namespace of its own (builtins narrowed to match the screen), answer.
+_ANSWER_RUNNER = r'''
+import builtins
+
+
+def _plain(value, depth=0):
+    """A returned value as JSON: exact ints, floats and bools, lists and tuples of them; anything else by name."""
+    if type(value) is bool:
+        return {"bool": value}
+    if type(value) in (int, float):
+        return value
+    if type(value) in (tuple, list) and depth < 4 and len(value) <= 1000:
+        return [_plain(v, depth + 1) for v in value]
+    try:
+        shown = repr(value)[:80]
+    except BaseException:
+        shown = "?"
+    return {"repr": shown, "type": type(value).__name__}
+
+
+def _one_line(error):
+    try:
+        text = str(error).splitlines()[0] if str(error) else ""
+    except BaseException:
+        text = ""
+    return f"{type(error).__name__}: {text}"[:300] if text else type(error).__name__
+
+
+def _answer_builtins(allowed, refused):
+    real_import, real_getattr, real_setattr, real_delattr = (builtins.__import__, builtins.getattr,
+                                                             builtins.setattr, builtins.delattr)
+
+    def answer_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level or name.split(".")[0] not in allowed:
+            raise ImportError(f"an answer may import only {', '.join(sorted(allowed))}, not {name}")
+        return real_import(name, globals, locals, fromlist, level)
+
+    def checked(name):
+        if not isinstance(name, str) or name.startswith("_") or refused_attribute(name):
+            raise AttributeError(f"{name!r} is not open to an answer")
+        return name
+
+    names = {k: v for k, v in vars(builtins).items() if k not in refused}
+    names.update(__import__=answer_import,
+                 getattr=lambda obj, name, *default: real_getattr(obj, checked(name), *default),
+                 setattr=lambda obj, name, value: real_setattr(obj, checked(name), value),
+                 delattr=lambda obj, name: real_delattr(obj, checked(name)))
+    return names
+
+
+def refused_attribute(name):
+    return name[:3] in ("gi_", "cr_", "ag_", "tb_", "co_") or name[:2] == "f_"
+
+
+def _run(request):
+    out = {"results": []}
+    namespace = {"__name__": "answer",
+                 "__builtins__": _answer_builtins(frozenset(request["imports"]), frozenset(request["refused"]))}
+    try:
+        exec(compile(request["source"], request["file"], "exec"), namespace)
+    except BaseException as error:
+        out["load_error"] = _one_line(error)
+        return out
+    function = namespace.get(request["function"])
+    if not callable(function):
         out["missing"] = True
-    else:
-        for i, args in enumerate(spec["calls"]):
-            try:
-                out["results"].append(plain(f(*args)))
-            except BaseException as e:
-                out["raised"] = {"call": i, "error": line(e)}
-                break
-except BaseException as e:
-    out["load_error"] = line(e)
-real_stdout.write(json.dumps(out) + "\n")
-"""
+        return out
+    for i, args in enumerate(request["calls"]):
+        try:
+            out["results"].append(_plain(function(*args)))
+        except BaseException as error:
+            out["raised"] = {"call": i, "error": _one_line(error)}
+            break
+    return out
+
+
+def _main():
+    answers = result_stream()
+    request, _ = read_message(sys.stdin.buffer.read)
+    for name in request["imports"]:  # now: once the filesystem is given up, no module file can be read
+        __import__(name)
+    sys.path[:] = request["path"]
+    restrict_filesystem(readable=request["readable"])
+    write_message(answers, _run(request))
+    answers.close()
+
+
+_main()
+'''
+
+
+@functools.lru_cache(maxsize=1)
+def _answer_script() -> str:
+    from . import child_prelude
+
+    return Path(child_prelude.__file__).read_text(encoding="utf-8") + "\n" + _ANSWER_RUNNER
+
+
+@functools.lru_cache(maxsize=1)
+def _standard_library() -> list[str]:
+    """The standard library's folders: the child's sys.path, and all it may read. A folder that holds the
+    course's package (site-packages sits inside the standard library's folder in an install outside a
+    virtual environment) is left out: the modules an answer may import are imported before the child
+    gives up the filesystem, so it needs no more."""
+    import sysconfig
+
+    stdlib, platstdlib = sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")
+    folders = [stdlib, platstdlib, os.path.join(platstdlib, "lib-dynload")]
+    folders = list(dict.fromkeys(os.path.realpath(f) for f in folders if os.path.isdir(f)))
+    course = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return [f for f in folders if not (course + os.sep).startswith(f + os.sep)]
 
 
 def _python_problem(attempt: Attempt, function: str, signature: str) -> Optional[Step]:
-    """A one-line verdict for an answer that cannot be run as asked (empty, a syntax error, an import of
-    the course's package, no function of that name); None when it can."""
+    """A one-line verdict for an answer that cannot be run as asked (empty, a syntax error, an import of the
+    course's package or of any module but math, a name or attribute that reaches outside the answer, no
+    function of that name); None when it can. The child narrows its builtins the same way: this screen is
+    where the learner is told what to change."""
     name, source = attempt.file_name, attempt.source
     if not source.strip():
         return Step("answer", False, f"{name} is empty: define {signature}", f"{name} 是空的：请定义 {signature}")
@@ -322,39 +430,102 @@ def _python_problem(attempt: Attempt, function: str, signature: str) -> Optional
         where_zh = f"第 {err.lineno} 行" if err.lineno else "某处"
         return Step("answer", False, f"{name}: Python cannot read it, {where}: {err.msg}",
                     f"{name}：Python 无法解析，{where_zh}：{err.msg}")
+    allowed = ", ".join(ANSWER_IMPORTS)
+    found: list[tuple[int, int, str, str]] = []  # (line, column, english, chinese): the first one is reported
+
+    def refuse(node: ast.AST, en: str, zh: str) -> None:
+        line = getattr(node, "lineno", 0)
+        found.append((line, getattr(node, "col_offset", 0), f"{name}:{line}: {en}", f"{name}:{line}：{zh}"))
+
     for node in ast.walk(tree):
-        mentions = (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gemm_course" for a in node.names)) \
-            or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gemm_course") \
-            or (isinstance(node, ast.Constant) and isinstance(node.value, str) and "gemm_course" in node.value) \
-            or (isinstance(node, ast.Name) and node.id == "gemm_course")
-        if mentions:
-            return Step("answer", False, f"{name} uses gemm_course: write the answer yourself, with plain Python "
-                        "(math is fine)", f"{name} 用到了 gemm_course：请自己用普通 Python 写出答案（可以用 math）")
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and "gemm_course" in node.value) or \
+                (isinstance(node, ast.Name) and node.id == "gemm_course") or \
+                (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gemm_course" for a in node.names)) or \
+                (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gemm_course"):
+            refuse(node, "uses gemm_course: write the answer yourself, with plain Python (math is fine)",
+                   "用到了 gemm_course：请自己用普通 Python 写出答案（可以用 math）")
+            continue
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            ["." * node.level + (node.module or "")] if isinstance(node, ast.ImportFrom) else []
+        for module in modules:
+            if module.split(".")[0] not in ANSWER_IMPORTS:
+                refuse(node, f"`import {module}` is not allowed: an answer may import only {allowed}; compute the "
+                       "rest with plain Python", f"不允许 `import {module}`：答案只能导入 {allowed}；其余请用普通 Python 计算")
+        if isinstance(node, ast.Name) and node.id in _REFUSED_NAMES:
+            why_en, why_zh = _REFUSED_NAMES[node.id]
+            refuse(node, f"`{node.id}` is not allowed in an answer ({why_en}): compute the result with plain Python "
+                   f"({allowed} is fine)", f"答案中不允许使用 `{node.id}`（{why_zh}）：请用普通 Python 计算结果（可以用 {allowed}）")
+        elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") and node.id != "__name__":
+            refuse(node, f"`{node.id}` is not allowed: names like it are Python's internals, not part of an answer; "
+                   "use the values the function is given", f"不允许使用 `{node.id}`：这类名字属于 Python 内部机制，"
+                   "不是答案的一部分；请使用函数收到的参数")
+        elif isinstance(node, ast.Attribute) and _refused_attribute(node.attr):
+            refuse(node, f"`.{node.attr}` is not allowed: it reaches Python's internals (names starting with _, "
+                   "frames, code objects); use the values the function is given",
+                   f"不允许使用 `.{node.attr}`：它会触及 Python 的内部机制（以 _ 开头的名字、栈帧、代码对象）；"
+                   "请使用函数收到的参数")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ATTRIBUTE_FUNCTIONS:
+            attribute = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
+                refuse(node, f"{node.func.id}() with a name computed at run time is not allowed: write the attribute "
+                       "out (obj.name)", f"不允许用运行时拼出的名字调用 {node.func.id}()：请直接写出属性（obj.name）")
+            elif _refused_attribute(attribute.value):
+                refuse(node, f"{node.func.id}(…, {attribute.value!r}) is not allowed: it reaches Python's internals; "
+                       "use the values the function is given",
+                       f"不允许 {node.func.id}(…, {attribute.value!r})：它会触及 Python 的内部机制；请使用函数收到的参数")
+    if found:
+        _, _, en, zh = min(found)
+        return Step("answer", False, en, zh)
     if not any(isinstance(node, (ast.FunctionDef, ast.Lambda, ast.Assign)) for node in tree.body):
         return Step("answer", False, f"{name} defines nothing: define {signature}",
                     f"{name} 什么也没有定义：请定义 {signature}")
     return None
 
 
+def _answer_in_child(source: str, file_name: str, function: str, calls: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """The child's answer, checked for form: {"results": [one per call]}, or "load_error", "missing" or
+    "raised" ({"call", "error"}). Raises sandbox.ChildFailed when the child stops, runs past its limit or
+    answers with anything else."""
+    from .sandbox import Child, classify
+
+    stdlib = _standard_library()
+    request = {"source": source, "file": file_name, "function": function, "calls": [list(c) for c in calls],
+               "imports": list(ANSWER_IMPORTS), "refused": sorted(_REFUSED_NAMES), "path": stdlib, "readable": stdlib}
+    with Child([sys.executable, "-I", "-S", "-c", _answer_script()], wall_s=PYTHON_TIMEOUT_S) as child:
+        answer, _ = child.call(request)
+    results = answer.get("results")
+    raised = answer.get("raised")
+    well_formed = isinstance(results, list) and (
+        ("load_error" in answer and isinstance(answer["load_error"], str)) or answer.get("missing") is True
+        or (isinstance(raised, dict) and isinstance(raised.get("error"), str) and type(raised.get("call")) is int
+            and 0 <= raised["call"] < len(calls))
+        or (set(answer) == {"results"} and len(results) == len(calls)))
+    if not well_formed:
+        raise classify("protocol", None, PYTHON_TIMEOUT_S, "", "")
+    return answer
+
+
 def _run_python(attempt: Attempt, function: str, signature: str,
                 calls: Sequence[Sequence[Any]]) -> tuple[Optional[list[Any]], Optional[Step]]:
     """(the values of function(*call) for every call, None) or (None, a failed step saying why)."""
+    from .sandbox import ChildFailed
+
     problem = _python_problem(attempt, function, signature)
     if problem:
         return None, problem
     name = attempt.file_name
-    spec = json.dumps({"source": attempt.source, "file": name, "function": function, "calls": [list(c) for c in calls]})
     try:
-        done = subprocess.run([sys.executable, "-I", "-c", _CHILD], input=spec, capture_output=True, text=True,
-                              timeout=PYTHON_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return None, Step("run", False, f"{name} did not finish within {PYTHON_TIMEOUT_S:g} s: an endless loop?",
-                          f"{name} 在 {PYTHON_TIMEOUT_S:g} 秒内没有结束：是否有死循环？")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, Step("run", False, f"{name} stopped Python: {tail}", f"{name} 让 Python 中止了：{tail}")
-    out = json.loads(lines[-1])
+        out = _answer_in_child(attempt.source, name, function, calls)
+    except ChildFailed as failed:
+        if failed.kind in ("time", "cpu"):
+            return None, Step("run", False, f"{name} did not finish within {PYTHON_TIMEOUT_S:g} s: an endless loop?",
+                              f"{name} 在 {PYTHON_TIMEOUT_S:g} 秒内没有结束：是否有死循环？")
+        if failed.kind in ("exit", "signal"):
+            return None, Step("run", False, f"{name} ended the grading process before it answered: the grader takes "
+                              f"only what {function} returns, never what is printed, so let {function} return its value",
+                              f"{name} 在给出结果之前就结束了评分进程：评分器只采用 {function} 的返回值，从不读取打印的内容，"
+                              f"请让 {function} 返回它的值")
+        return None, Step("run", False, failed.en, failed.zh)  # out of memory, or not the grader's data
     if "load_error" in out:
         return None, Step("run", False, f"running {name} raised {out['load_error']}",
                           f"运行 {name} 时抛出了 {out['load_error']}")

@@ -28,9 +28,19 @@ Measures, each taken live from the level's own kernel when grading (nothing reco
     traffic  the tile-traffic model (models.tile_traffic) for the setting's block tile: bytes of A and
              B read from global memory with no cache reuse, at the quantity's shape, in `unit` bytes
 
-A wrong answer names the quantities outside their tolerance, not the measured values nor the
-direction; the measured values, with the reason each is what it is, are shown once every prediction
-is within its tolerance."""
+Predicting is what is rewarded, not searching. The tries are counted from the progress file (a try is a
+recorded grading that compared the predictions with measurements; progress.record counts them):
+
+    tries 1 to COUNTED_TRIES   a wrong answer names the quantities outside their tolerance (not the
+                               measured values, nor the direction); a right one counts as solved
+    later tries                a wrong answer says only how many are off; a right one is shown as right
+                               and recorded as not counting (progress: late_pass; best is unchanged)
+    reveal                     `python -m gemm_course exercises reveal ID` gives up: it shows the measured
+                               values with their reasons (reveal_lines) and records the exercise as given up
+                               (progress: revealed), after which a right answer does not count either
+
+The measured values, with the reason each is what it is, are shown once every prediction is within its
+tolerance."""
 from __future__ import annotations
 
 import difflib
@@ -45,6 +55,7 @@ from ..levels import KERNEL_DIR, get_level
 from .grade import Attempt, Step
 
 ARCH = "sm_90"  # what the compile report measures: the course's H200
+COUNTED_TRIES = 3  # tries whose verdict names the quantities off, and within which a right answer counts
 
 
 class MeasureError(RuntimeError):
@@ -303,39 +314,82 @@ def _show(value: float) -> str:
     return str(int(value)) if value == int(value) and abs(value) < 1e9 else f"{value:.4g}"
 
 
-def check(attempt: Attempt, check_dict: dict) -> list[Step]:
-    """Measure every quantity of one "predict" check and compare; the measured values only once
-    every prediction is within its tolerance."""
-    ex = attempt.exercise
-    names = [q["name"] for q in check_dict["quantities"]]
-    values = parse_answer(attempt.source, [q["name"] for q in _quantities(ex)]).values
+def _measure_all(exercise: Any, check_dict: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """(quantity -> measured value, quantity -> why it could not be measured here) for one "predict" check."""
     shape = tuple(check_dict.get("shape", (64, 64, 64)))
     measured: dict[str, float] = {}
     unmeasured: dict[str, str] = {}
     for q in check_dict["quantities"]:
         try:
-            measured[q["name"]] = measure(ex.level, {**ex.params, **q.get("params", {})},
+            measured[q["name"]] = measure(exercise.level, {**exercise.params, **q.get("params", {})},
                                           tuple(q.get("shape", shape)), q["measure"])
         except MeasureError as err:
             unmeasured[q["name"]] = str(err)
+    return measured, unmeasured
+
+
+def _reveal_command(exercise_id: str) -> str:
+    return f"python -m gemm_course exercises reveal {exercise_id}"
+
+
+def _off_step(exercise_id: str, names: Sequence[str], off: Sequence[str], right: int, try_number: int,
+              named: bool) -> Step:
+    """The failed step: within the counted tries it names the quantities off; after them, only how many."""
+    n, k = len(names), len(off)
+    if named:
+        left = COUNTED_TRIES - try_number
+        later_en = (f"try {try_number} of {COUNTED_TRIES}: after {'this one' if left == 0 else f'{left} more tr' + ('y' if left == 1 else 'ies')}, a "
+                    "verdict says how many predictions are off but not which, and a right answer no longer counts")
+        later_zh = (f"第 {try_number} 次尝试，共 {COUNTED_TRIES} 次：{'这次' if left == 0 else f'再过 {left} 次'}之后，"
+                    "评分结果只说有几个预测不对而不说是哪几个，答对也不再计为完成")
+        return Step("predict", False,
+                    (f"1 of {n} predictions is outside its tolerance: {off[0]} ({right} within). Work it out again"
+                     if k == 1 else
+                     f"{k} of {n} predictions are outside their tolerance: {', '.join(off)} ({right} within). Work "
+                     "those out again") + f" ({later_en}); the measured values are shown once every prediction is "
+                    "within its tolerance",
+                    f"{n} 个预测中有 {k} 个超出允许误差：{'、'.join(off)}（{right} 个在误差范围内）。"
+                    f"请重新推算{'它' if k == 1 else '这几个'}（{later_zh}）；所有预测都落在误差范围内之后，才会显示实测值")
+    return Step("predict", False,
+                f"{k} of {n} predictions {'is' if k == 1 else 'are'} outside {'its' if k == 1 else 'their'} tolerance "
+                f"({right} within; try {try_number}: after the first {COUNTED_TRIES} tries a verdict no longer says "
+                f"which). Work them out again, or give up and see the measured values with their reasons: "
+                f"{_reveal_command(exercise_id)}",
+                f"{n} 个预测中有 {k} 个超出允许误差（{right} 个在误差范围内；第 {try_number} 次尝试：前 {COUNTED_TRIES} "
+                f"次之后，评分结果不再指出是哪几个）。请重新推算，或者放弃并查看实测值及其原因：{_reveal_command(exercise_id)}")
+
+
+def check(attempt: Attempt, check_dict: dict) -> list[Step]:
+    """Measure every quantity of one "predict" check and compare; the measured values only once every
+    prediction is within its tolerance. Which try this is comes from the progress file (see the module
+    docstring)."""
+    from . import progress
+
+    ex = attempt.exercise
+    names = [q["name"] for q in check_dict["quantities"]]
+    values = parse_answer(attempt.source, [q["name"] for q in _quantities(ex)]).values
+    measured, unmeasured = _measure_all(ex, check_dict)
+    tries, revealed = progress.prediction_tries(ex.id)
+    try_number = tries + 1
+    counts = try_number <= COUNTED_TRIES and not revealed
     off = [q["name"] for q in check_dict["quantities"]
            if q["name"] in measured and not within(values[q["name"]], measured[q["name"]], q["tolerance"])]
     if off:
-        right = len(measured) - len(off)
-        return [Step("predict", False,
-                     (f"1 of {len(names)} predictions is outside its tolerance: {off[0]} ({right} within). Work it "
-                      "out again" if len(off) == 1 else
-                      f"{len(off)} of {len(names)} predictions are outside their tolerance: {', '.join(off)} "
-                      f"({right} within). Work those out again")
-                     + "; the measured values are shown once every prediction is within its tolerance",
-                     f"{len(names)} 个预测中有 {len(off)} 个超出允许误差：{'、'.join(off)}（{right} 个在误差范围内）。"
-                     f"请重新推算{'它' if len(off) == 1 else '这几个'}；所有预测都落在误差范围内之后，才会显示实测值")]
+        return [_off_step(ex.id, names, off, len(measured) - len(off), try_number, counts)]
     if not measured:
         return [Step(q["name"], None, f"could not be measured here ({unmeasured[q['name']]})",
                      f"这里无法测量（{unmeasured[q['name']]}）") for q in check_dict["quantities"]]
     some = "measured " if unmeasured else ""
-    steps = [Step("predict", True, f"all {len(measured)} {some}predictions are within their tolerance",
-                  f"{len(measured)} 个{'已测量的' if unmeasured else ''}预测全部在允许误差之内")]
+    if counts:
+        when_en, when_zh = f" (try {try_number} of {COUNTED_TRIES})", f"（第 {try_number} 次尝试，共 {COUNTED_TRIES} 次）"
+    else:
+        why_en = "after you revealed the values" if revealed else f"after the first {COUNTED_TRIES} tries"
+        why_zh = "你已查看过实测值" if revealed else f"已超过前 {COUNTED_TRIES} 次尝试"
+        when_en = (f" on try {try_number}: right, but {why_en}, so your progress records it as right without "
+                   "counting it as solved")
+        when_zh = f"（第 {try_number} 次尝试）：答对了，但{why_zh}，所以进度中记为答对而不计为已完成"
+    steps = [Step("predict", True, f"all {len(measured)} {some}predictions are within their tolerance{when_en}",
+                  f"{len(measured)} 个{'已测量的' if unmeasured else ''}预测全部在允许误差之内{when_zh}")]
     for q in check_dict["quantities"]:
         name = q["name"]
         if name in unmeasured:
@@ -349,3 +403,26 @@ def check(attempt: Attempt, check_dict: dict) -> list[Step]:
                           f"{q['what']['zh']}：你的预测 {you}，实测 {got}（{tolerance_text(q['tolerance'], 'zh')}）。"
                           f"{q['why']['zh']}"))
     return steps
+
+
+def is_prediction(exercise: Any) -> bool:
+    """Whether an exercise's answer is numbers measured by "predict" checks (what reveal_lines can show)."""
+    return bool(_quantities(exercise))
+
+
+def reveal_lines(exercise: Any, lang: str = "en") -> list[str]:
+    """Every quantity's measured value with its tolerance and the reason it is what it is, one line each, in
+    one language (what `exercises reveal ID` prints after giving the exercise up)."""
+    lines = []
+    for check_dict in (c for c in exercise.checks if c["type"] == "predict"):
+        measured, unmeasured = _measure_all(exercise, check_dict)
+        for q in check_dict["quantities"]:
+            name, text = q["name"], q["what"][lang]
+            if name in unmeasured:
+                lines.append(f"{name}: {text}: could not be measured here ({unmeasured[name]})" if lang == "en" else
+                             f"{name}：{text}：这里无法测量（{unmeasured[name]}）")
+                continue
+            tolerance = tolerance_text(q["tolerance"], lang)
+            lines.append(f"{name} = {_show(measured[name])} ({tolerance}): {text}. {q['why']['en']}" if lang == "en"
+                         else f"{name} = {_show(measured[name])}（{tolerance}）：{text}。{q['why']['zh']}")
+    return lines
