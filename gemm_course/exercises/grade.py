@@ -424,34 +424,31 @@ def _gpu_run(ex: Any, source: str) -> list[Step]:
             return []  # the CPU run above is the check; a GPU would only add a timing
         return [Step("gpu", None, "no GPU here that runs this level: correctness is checked on a GPU only",
                      "这里没有能运行这一级的 GPU：正确性只能在 GPU 上检查")]
-    import json
-    import subprocess
     import sys
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        spec = f"{tmp}/spec.json"
-        with open(spec, "w", encoding="utf-8") as f:
-            json.dump({"level": lv.id, "params": dict(ex.params), "source": source}, f)
-        try:
-            done = subprocess.run([sys.executable, "-m", "gemm_course.exercises.grade", spec],
-                                  capture_output=True, text=True, timeout=GPU_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+    from .sandbox import Child, ChildFailed, course_root
+
+    code = f"import sys; sys.path.insert(0, {course_root()!r}); from gemm_course.exercises.grade import _gpu_child; _gpu_child()"
+    try:  # the child answers over its own pipe: what the kernel prints (GPU printf included) counts for nothing
+        with Child([sys.executable, "-I", "-c", code], wall_s=GPU_TIMEOUT_S, memory_bytes=None, file_bytes=None) as child:
+            answer, _ = child.call({"level": lv.id, "params": dict(ex.params), "source": source})
+    except ChildFailed as err:
+        if err.kind == "time":
             return [Step("gpu", False, f"the kernel did not finish within {GPU_TIMEOUT_S} s on the GPU: a wait on an "
                          "mbarrier or barrier that never completes (a missing arrive, a wrong phase)?",
                          f"内核在 GPU 上 {GPU_TIMEOUT_S} 秒内没有结束：是否在等待一个永远不会完成的 mbarrier 或屏障"
                          "（少了 arrive，或相位不对）？")]
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    checks = [r["check"] for r in rows if "check" in r]
-    if done.returncode != 0 or not checks:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return [Step("gpu", False, f"the GPU run failed: {tail}", f"GPU 运行失败：{tail}")]
+        return [Step("gpu", False, f"the GPU run failed: {err.en}", f"GPU 运行失败：{err.zh}")]
+    checks = answer.get("checks") if isinstance(answer.get("checks"), list) else []
+    if answer.get("error") or not checks:
+        detail = str(answer.get("error") or "no shape was checked")[:300]
+        return [Step("gpu", False, f"the GPU run failed: {detail}", f"GPU 运行失败：{detail}")]
     for passed, text in checks:
         if not passed:
             return [Step("gpu", False, f"wrong on the GPU: {text}", f"在 GPU 上结果错误：{text}")]
     steps = [Step("gpu", True, f"right on the GPU ({len(checks)} shapes)", f"在 GPU 上结果正确（{len(checks)} 个形状）")]
-    timing = next((r["timing"] for r in rows if "timing" in r), None)
-    if timing:
+    timing = answer.get("timing")
+    if isinstance(timing, dict):
         n, gpu = timing["n"], timing["gpu"]
         tf = {k: 2 * n**3 / (timing[k] * 1e-3) / 1e12 for k in ("yours_ms", "level_ms", "cublas_ms")}
         steps.append(Step("speed", True,
@@ -462,10 +459,24 @@ def _gpu_run(ex: Any, source: str) -> list[Step]:
     return steps
 
 
-def _gpu_child(spec_path: str) -> None:
-    """The child process of _gpu_run: print one JSON line per checked shape, then one with the timings."""
-    import json
+def _gpu_child() -> None:
+    """The child process of _gpu_run: reads its request, answers with the checked shapes and the timings
+    over its result pipe (never on standard output, which the kernel's printf shares)."""
+    import sys
 
+    from .child_prelude import read_message, result_stream, write_message
+
+    results = result_stream()
+    spec, _ = read_message(sys.stdin.buffer.read)
+    answer: dict = {"checks": []}
+    try:
+        _gpu_checks(spec, answer)
+    except Exception as err:  # noqa: BLE001 — any failure of the run is reported as data
+        answer["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    write_message(results, answer)
+
+
+def _gpu_checks(spec: dict, answer: dict) -> None:
     import cupy
 
     from gemm_course.measure.bench import cublas_gemm, time_gpu
@@ -473,7 +484,6 @@ def _gpu_child(spec_path: str) -> None:
     from gemm_course.run.dtypes import storage_dtype, to_float64
     from gemm_course.run.launch import gemm
 
-    spec = json.loads(open(spec_path, encoding="utf-8").read())
     lv = get_level(spec["level"])
     params, source = spec["params"], spec["source"]
     shapes = TENSOR_CORE_SHAPES if lv.uses_tensor_cores else GRADE_SHAPES
@@ -482,7 +492,7 @@ def _gpu_child(spec_path: str) -> None:
         if lv.shape_rules(M, N, K, resolved):  # a precondition of this setting (e.g. K a multiple of 16)
             continue
         r = check(lv, M, N, K, source=source, backend="cuda", **params)
-        print(json.dumps({"check": [r.passed, str(r)]}), flush=True)
+        answer["checks"].append([bool(r.passed), str(r)])
         if not r.passed:
             return
     n = TIMING_SIZE
@@ -498,7 +508,7 @@ def _gpu_child(spec_path: str) -> None:
               "level_ms": time_gpu(lambda: gemm(A, B, lv, out=C, **run)).median_ms}
     C_blas = cupy.empty((n, n), dtype=storage_dtype(dtype))
     timing["cublas_ms"] = time_gpu(lambda: cublas_gemm(A, B, C_blas)).median_ms
-    print(json.dumps({"timing": timing}), flush=True)
+    answer["timing"] = timing
 
 
 def run_level_kernel(attempt: Attempt) -> list[Step]:
@@ -680,7 +690,3 @@ def grade(exercise_id: str, source: Any = None, *, file_name: Optional[str] = No
     return verdict
 
 
-if __name__ == "__main__":  # the child process of _gpu_run
-    import sys
-
-    _gpu_child(sys.argv[1])

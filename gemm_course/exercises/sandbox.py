@@ -62,11 +62,13 @@ def wall_limit() -> float:
 
 # --- the parent's side ------------------------------------------------------------------------------
 
-def _limits(cpu_s: int, memory_bytes: int) -> None:  # runs in the child before exec
+def _limits(cpu_s: int, memory_bytes: Optional[int], file_bytes: Optional[int]) -> None:  # in the child, before exec
     import resource
 
-    for which, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, memory_bytes),
-                         (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0)):
+    limits = [(resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_CORE, 0)]
+    limits += [(resource.RLIMIT_AS, memory_bytes)] if memory_bytes is not None else []
+    limits += [(resource.RLIMIT_FSIZE, file_bytes)] if file_bytes is not None else []
+    for which, value in limits:
         try:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS: the wall-clock limit still holds
@@ -97,10 +99,12 @@ class _Drain(threading.Thread):
 class Child:
     """A child process that answers framed requests (call) until closed. argv: the command (its
     Python, say, with -I); wall_s: the limit for its whole life; env: variables added to the scrubbed
-    environment."""
+    environment; memory_bytes
+    and file_bytes: the address-space and file-size limits (None: none, for a child that drives a GPU,
+    whose driver maps far more address space and keeps a cache of compiled kernels)."""
 
-    def __init__(self, argv: Sequence[str], *, wall_s: Optional[float] = None, memory_bytes: int = MEMORY_BYTES,
-                 env: Optional[dict[str, str]] = None, output_cap: int = OUTPUT_CAP):
+    def __init__(self, argv: Sequence[str], *, wall_s: Optional[float] = None, memory_bytes: Optional[int] = MEMORY_BYTES,
+                 file_bytes: Optional[int] = 0, env: Optional[dict[str, str]] = None, output_cap: int = OUTPUT_CAP):
         self.wall_s = wall_limit() if wall_s is None else float(wall_s)
         self._tmp = tempfile.TemporaryDirectory(prefix="gemm_course_grading_")
         read_end, write_end = os.pipe()
@@ -113,7 +117,7 @@ class Child:
             self._proc = subprocess.Popen(
                 list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=home,
                 env=scrubbed, pass_fds=(write_end,), start_new_session=True,
-                preexec_fn=lambda: _limits(cpu_s, memory_bytes) if sys.platform != "win32" else None)
+                preexec_fn=lambda: _limits(cpu_s, memory_bytes, file_bytes) if sys.platform != "win32" else None)
         finally:
             os.close(write_end)
         self._results = os.fdopen(read_end, "rb", buffering=0)
