@@ -218,6 +218,10 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         raise ValueError("--splits goes with --record and --staged or --small-m: python -m gemm_course fp8 --record "
                          "--staged --splits 1,2,3 --sizes 64x24576x1536 --out FILE · --splits 须与 --record 以及 "
                          "--staged 或 --small-m 一起用")
+    if args.peer and (not args.record or args.small_m or args.staged or args.sweep_only or args.splits):
+        raise ValueError("--peer goes with --record alone (it times its own shapes: the squares and the projections, "
+                         "or --sizes): python -m gemm_course fp8 --record --peer deepgemm --out FILE · --peer 只与 "
+                         "--record 一起用（形状自定：方阵与各投影形状，或 --sizes）")
     if args.sweep_only and not args.record:
         raise ValueError("--sweep-only goes with --record: python -m gemm_course fp8 --record --sweep-only --out FILE · "
                          "--sweep-only 须与 --record 一起用")
@@ -226,7 +230,11 @@ def cmd_fp8(args: argparse.Namespace) -> None:
             raise ValueError("give --out FILE: the result file to write")
         if args.record:
             sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
-            if args.sweep_only:
+            if args.peer:
+                from gemm_course.fp8 import deepgemm
+
+                deepgemm.record_peer(args.out, sizes, peer=args.peer)
+            elif args.sweep_only:
                 if sizes or args.small_m or args.staged:
                     raise ValueError("--sweep-only times the autotuner's shapes (fp8.gemm.SWEEP_SHAPES): leave out "
                                      "--sizes, --small-m and --staged · --sweep-only 只测调优器的形状"
@@ -304,7 +312,7 @@ def cmd_summary(args: argparse.Namespace) -> None:
     from gemm_course.measure.results import summary
 
     level = _summary_level(args.level) if args.level else None
-    rows = summary(level)
+    rows = summary(level, baseline=args.baseline)
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return
@@ -707,6 +715,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--level", help="every recorded run of one level, e.g. 5 or 05_register_blocking, or 13")
     p.add_argument("--all", action="store_true", help="every recorded run of every level (default: one line per level)")
     p.add_argument("--json", action="store_true", help="the rows as JSON (every run, or --level's)")
+    p.add_argument("--baseline", help="only the rows against this baseline (e.g. deepgemm: Level 13 against DeepGEMM "
+                                      "timed in the same run, from `fp8 --record --peer deepgemm`)")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("report", help="compile report (no GPU needed)")
@@ -777,6 +787,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                         "in Nsight Compute")
     p.add_argument("--splits", help="with --record and --staged or --small-m: time each blockwise step at these "
                                     "split counts (comma-separated, e.g. 1,2,3) instead of the split-K model's choice")
+    p.add_argument("--peer", choices=("deepgemm",),
+                   help="with --record: time this library (deepgemm: DeepGEMM, installed from its own repository), "
+                        "block-scaled cuBLASLt and Level 13's best recorded setting, interleaved shape by shape")
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
 

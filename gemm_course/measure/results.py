@@ -152,6 +152,7 @@ BASELINE_NAMES = {
     "cublaslt_fast": "cuBLASLt per-tensor FP8, fast accumulation (torch._scaled_mm, use_fast_accum=True)",
     "cublaslt_promoted": "cuBLASLt per-tensor FP8, promoted (torch._scaled_mm, use_fast_accum=False)",
     "cublaslt_blockwise": "cuBLASLt block-scaled FP8, 1×128 A / 128×128 B (torch.nn.functional.scaled_mm)",
+    "deepgemm": "DeepGEMM FP8, 1×128 A / 128×128 B (fp8_gemm_nt; `fp8 --record --peer deepgemm`, peer_records)",
 }
 
 
@@ -168,15 +169,58 @@ def baseline_of(record: dict[str, Any]) -> str:
     return "cublas"
 
 
-def summary(level: Optional[str] = None) -> list[dict[str, Any]]:
+def peer_records(level: Optional[str] = None) -> list[dict[str, Any]]:
+    """The records of the runs that timed Level 13 beside a peer library (`fp8 --record --peer deepgemm`), kept
+    under "peer_records" apart from "records" (so the ladder and level pages do not read them), each with its
+    file's GPU, date and provenance; level: only that level's (with the libraries' records at its shapes)."""
+    rows = []
+    for path in recorded_files():
+        data = load(path)
+        prov = data["provenance"]
+        recs = data.get("peer_records", [])
+        shapes = {(r["M"], r["N"], r["K"]) for r in recs if level in (None, r["level"])}
+        rows += [{**r, "params": dict(r["params"]), "gpu": prov["gpu"], "date": prov["date"][:10], "file": path.name,
+                  "provenance": prov} for r in recs
+                 if level in (None, r["level"]) or (r["level"] == "cublas" and (r["M"], r["N"], r["K"]) in shapes)]
+    return rows
+
+
+def _peer_pairs(level: Optional[str]) -> list[dict[str, Any]]:
+    """Each Level 13 record of a peer run as a record against each library timed at its shape in that run, in the
+    fields record_fp8's records carry (baseline, baseline_ms, its clock, ratio_to_baseline, ratio_to_cublas)."""
+    if level not in (None, FP8_LEVEL):
+        return []
+    rows = peer_records(FP8_LEVEL)
+    out = []
+    for r in rows:
+        if r["level"] != FP8_LEVEL:
+            continue
+        for b in rows:
+            if b["level"] == "cublas" and b["file"] == r["file"] and (b["M"], b["N"], b["K"]) == (r["M"], r["N"], r["K"]):
+                ratio = b["median_ms"] / r["median_ms"]
+                out.append({**r, "baseline": b["baseline"], "baseline_ms": b["median_ms"],
+                            "baseline_sm_clock_mhz": b.get("sm_clock_mhz"), "ratio_to_baseline": ratio,
+                            "cublas_paired_ms": b["median_ms"], "cublas_paired_sm_clock_mhz": b.get("sm_clock_mhz"),
+                            "ratio_to_cublas": ratio})
+    return out
+
+
+def summary(level: Optional[str] = None, baseline: Optional[str] = None) -> list[dict[str, Any]]:
     """The recorded ladder: level, params, dtype, size, TFLOPS, the baseline (its name, TFLOPS and the
     ratio to it, measured in the same run), the SM clocks of kernel and baseline where recorded, GPU, date.
 
     ratio_to_baseline is the baseline's time over the kernel's, ratio_in_cycles the same in clock cycles
     where both clocks were measured on the SMs (None where only NVML's reading exists); cublas_tflops and
-    ratio_to_cublas are the same numbers under their older names (for Level 13 the baseline is cuBLASLt)."""
+    ratio_to_cublas are the same numbers under their older names (for Level 13 the baseline is cuBLASLt).
+    baseline: only the rows against that baseline (a name in BASELINE_NAMES); then the peer runs' rows count too
+    (`fp8 --record --peer deepgemm`: Level 13 against DeepGEMM, and against block-scaled cuBLASLt, in one run)."""
+    if baseline is not None and baseline not in BASELINE_NAMES:
+        raise ValueError(f"--baseline {baseline!r}: the baselines are {', '.join(BASELINE_NAMES)} · "
+                         f"--baseline {baseline!r}：可选基准为 {', '.join(BASELINE_NAMES)}")
     rows = []
-    for r in recorded(level):
+    for r in recorded(level) + (_peer_pairs(level) if baseline is not None else []):
+        if baseline is not None and baseline_of(r) != baseline:
+            continue
         if r["level"] == "cublas" or r.get("ratio_to_cublas") is None:
             continue
         ratio = r.get("ratio_to_baseline", r["ratio_to_cublas"])
