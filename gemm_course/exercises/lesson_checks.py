@@ -18,7 +18,7 @@ exercise.json):
     prefetch              in every barrier interval where a thread computes on a tile, its loads of the
                           next tile from global memory come before its first shared-memory read
     transposed            the A tile is stored transposed in shared memory: the elements of one k share
-                          a row of the tile
+                          a row of the tile (where each element lands is followed through the data)
 """
 from __future__ import annotations
 
@@ -228,28 +228,65 @@ def prefetch_check(attempt: Attempt, check: dict) -> Step:
                 "checked)", f"下一个分块的加载都在计算循环之前（检查了 {checked} 个线程区间）")
 
 
+def _a_tile_words(threads: dict, tile: int) -> dict[tuple[int, int], int]:
+    """(m, k) within the tile -> the shared word where the block keeps A element (m, k), followed through the
+    data rather than through instruction order: a word is A's element of row m when every thread that reads
+    it (in the first barrier interval from its store on) computes row m of C and no other (a word of B is
+    read by threads of several rows); its k is the one A element of row m the storing thread loaded in the
+    store's interval (or the interval before, for a copy parked in registers across a barrier). Words with
+    no such single element (a float4 copy, a thread that loaded none) are left out."""
+    c_rows = {t: {a.index[0] for a in seq if a.space == "global" and a.array == "C" and a.write}
+              for t, seq in threads.items()}
+    readers: dict[tuple[int, int], set] = {}  # (word, interval) -> the C rows every reader computes
+    loads: dict[tuple[tuple, int], list[tuple[int, int]]] = {}  # (thread, interval) -> A elements loaded
+    for t, seq in threads.items():
+        for a in seq:
+            if a.space == "shared" and not a.write and c_rows[t]:
+                for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
+                    rows = readers.get((word, a.interval))
+                    readers[(word, a.interval)] = set(c_rows[t]) if rows is None else rows & c_rows[t]
+            elif a.space == "global" and a.array == "A" and not a.write:
+                loads.setdefault((t, a.interval), []).extend(
+                    (a.index[0], a.index[1] + j) for j in range(max(1, a.size // 4)))
+    read_intervals: dict[int, list[int]] = {}
+    for word, interval in sorted(readers):
+        read_intervals.setdefault(word, []).append(interval)
+    place: dict[tuple[int, int], int] = {}
+    for t, seq in threads.items():
+        for a in seq:
+            if a.space != "shared" or not a.write:
+                continue
+            for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
+                later = [i for i in read_intervals.get(word, []) if i >= a.interval]
+                rows = readers[(word, later[0])] if later else set()
+                if len(rows) != 1:
+                    continue  # a word of B, or one nobody computing C reads
+                (m,) = rows
+                for interval in (a.interval, a.interval - 1):
+                    ks = {k for row, k in loads.get((t, interval), []) if row == m}
+                    if ks:
+                        if len(ks) == 1:
+                            place.setdefault((m % tile, ks.pop() % tile), word)
+                        break
+    return place
+
+
 def transposed_check(attempt: Attempt, check: dict) -> Step:
-    """The A tile stored transposed: a thread's next shared store after a load of A element (m, k) is where it
-    keeps it; for each k, the words of the tile's m lie within one padded row (less than 2 × tile words
-    apart), and the rows of consecutive k are at least a tile's width apart."""
+    """The A tile stored transposed: where each A element (m, k) lands in shared memory is found by
+    _a_tile_words (which threads read the word, which element its writer loaded), not by the order of
+    the instructions; then for each k the words of the tile's m lie within one padded row (less than
+    2 × tile words apart), and the rows of consecutive k are at least a tile's width apart. Fails when
+    no profiled block shows 2 × tile A elements in shared memory: there is nothing to judge."""
     ex = attempt.exercise
     lv = get_level(ex.level)
     tile = tile_shape(lv, lv.resolve(**ex.params))[0]
+    judged = 0
     for shape, sequences in _sequences(attempt):
         for block, threads in sequences.items():
-            place: dict[tuple[int, int], int] = {}  # (m, k) within the tile -> shared word
-            for seq in threads.values():
-                pending: Optional[tuple[int, int]] = None
-                for a in seq:
-                    if a.space == "global" and a.array == "A" and not a.write:
-                        pending = (a.index[0] % tile, a.index[1] % tile)
-                    elif a.space == "shared" and a.write and pending is not None:
-                        place.setdefault(pending, a.index[0] // 4)
-                        pending = None
-                    elif a.space == "global":
-                        pending = None
+            place = _a_tile_words(threads, tile)
             if len(place) < 2 * tile:
                 continue
+            judged += 1
             words: dict[int, list[int]] = {}
             for (m, k), w in place.items():
                 words.setdefault(k, []).append(w)
@@ -264,5 +301,12 @@ def transposed_check(attempt: Attempt, check: dict) -> Step:
                             "change only how a row is padded or where its elements go within it",
                             f"{zh} 中 A 分块没有按转置存放：同一个 k 的元素 (m, k) 应当位于分块的同一行（As[k][m]），"
                             "本级的计算循环正是这样读取的；请保留这种布局，只改变行的填充方式或行内元素的位置")
-    return Step("transposed", True, "the A tile is stored transposed (As[k][m]) in every profiled block",
-                "在所有被分析的线程块中，A 分块都按转置（As[k][m]）存放")
+    if not judged:
+        return Step("transposed", False,
+                    f"found no block where {2 * tile} or more elements of A go into shared memory one by one and are "
+                    "read there by the threads of their row of C: load each element of A with its own load, store it "
+                    "into the shared tile, and compute from the tile",
+                    f"没有找到这样的线程块：其中至少 {2 * tile} 个 A 元素被逐个存入共享内存，并由计算 C 中对应行的线程"
+                    "从那里读取：请用单独的读取加载 A 的每个元素，存入共享分块，并从分块中计算")
+    return Step("transposed", True, f"the A tile is stored transposed (As[k][m]) in every profiled block ({judged} "
+                "judged)", f"在所有被分析的线程块中，A 分块都按转置（As[k][m]）存放（判断了 {judged} 个）")
