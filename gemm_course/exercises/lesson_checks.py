@@ -116,15 +116,21 @@ def profile_check(attempt: Attempt, check: dict) -> Step:
                         f"{worst.line}：{zh}中，对{target_zh}的 {worst.width} 字节{kind_zh}{what_zh}为 "
                         f"{worst.worst_per_access:.2f}，是理想值的 {worst.worst_excess:.1f} 倍（允许 {limit:g} 倍）")
     if not seen:
-        return Step(check["type"], False, f"found no {space} access of the kind this check looks at",
-                    f"没有找到此项检查所针对的{'全局' if space == 'global' else '共享'}内存访问")
+        what = " ".join(filter(None, [{True: "store", False: "load"}.get(check.get("write"), "access"),
+                                       f"of {check['array']}" if check.get("array") else None]))
+        what_zh = {True: "写入", False: "读取"}.get(check.get("write"), "访问")
+        return Step(check["type"], False, f"found no {space}-memory {what} in the profiled blocks at either shape, so "
+                    "there is nothing to measure: the check expects the kernel's own accesses of this kind",
+                    f"在两个形状下被分析的线程块中都没有找到{check['array'] + ' 的' if check.get('array') else ''}"
+                    f"{'全局' if space == 'global' else '共享'}内存{what_zh}，无从测量：此项检查针对的是内核自己的这类访问")
     return Step(check["type"], True, f"every checked access within {limit:g}× the ideal {what_en}, at two shapes "
                 "and in every profiled block",
                 f"在两个形状、所有被分析的线程块中，被检查的访问都不超过理想{what_zh}的 {limit:g} 倍")
 
 
 def reuse_check(attempt: Attempt, check: dict) -> Step:
-    """Bytes read from A and B per block against what its tile of C needs (each element once)."""
+    """Bytes read from A and B per block against what its tile of C needs (each element once). Fails with
+    nothing to judge: no profiled block wrote C, or one wrote C without reading A or B."""
     limit = float(check.get("max_ratio", 1.0))
     worst: Optional[tuple[float, tuple, tuple, int, int]] = None
     for shape, sequences in _sequences(attempt):
@@ -137,10 +143,18 @@ def reuse_check(attempt: Attempt, check: dict) -> Step:
                 continue
             needed = (len(rows) * K + K * len(cols)) * 4
             got = sum(a.size for a in accesses if a.array in ("A", "B") and not a.write)
+            if not got:  # C written without reading A or B: nothing measured, so nothing shown reused
+                en, zh = _where(shape, block)
+                return Step("reuse", False,
+                            f"{en} wrote C but read no bytes of A or B from global memory, so there is no reuse to "
+                            "measure: the block's threads should load the rows of A and columns of B its tile needs",
+                            f"{zh} 写了 C，却没有从全局内存读取 A 或 B 的任何字节，无从测量复用：线程块的线程应当加载它那块 C "
+                            "所需的 A 的行和 B 的列")
             if worst is None or got / needed > worst[0]:
                 worst = (got / needed, shape, block, got, needed)
     if worst is None:
-        return Step("reuse", False, "no profiled block wrote C: nothing to measure", "被分析的线程块都没有写 C：无从测量")
+        return Step("reuse", False, "no profiled block wrote C, so there is nothing to measure: each block should store "
+                    "its tile of C", "被分析的线程块都没有写 C，无从测量：每个线程块都应当写出它那块 C")
     ratio, shape, block, got, needed = worst
     en, zh = _where(shape, block)
     if ratio > limit + 1e-9:
