@@ -131,6 +131,7 @@ CHECKS: dict[str, str] = {
     "barriers": "lesson_checks:barriers_check",
     "prefetch": "lesson_checks:prefetch_check",
     "transposed": "lesson_checks:transposed_check",
+    "block_order": "lesson_checks:block_order_check",
     "index_math": "index_math:check",                # Tensor Core index math, run on the CPU
     "predict": "predict:check",
 }

@@ -19,6 +19,8 @@ exercise.json):
                           next tile from global memory come before its first shared-memory read
     transposed            the A tile is stored transposed in shared memory: the elements of one k share
                           a row of the tile (where each element lands is followed through the data)
+    block_order           each blockIdx.x computes the tile the grouped order (GROUP_M) gives it, read from
+                          the C stores of every block of one launch of 10 × 3 tiles
 """
 from __future__ import annotations
 
@@ -324,3 +326,62 @@ def transposed_check(attempt: Attempt, check: dict) -> Step:
                     "从那里读取：请用单独的读取加载 A 的每个元素，存入共享分块，并从分块中计算")
     return Step("transposed", True, f"the A tile is stored transposed (As[k][m]) in every profiled block ({judged} "
                 "judged)", f"在所有被分析的线程块中，A 分块都按转置（As[k][m]）存放（判断了 {judged} 个）")
+
+
+def grouped_tile(block: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
+    """(tile row, tile column) block number `block` computes in the grouped order: groups of group_m tile
+    rows (the last one may be shorter), each walked down one column of the group before the next."""
+    per_group = group_m * tiles_n
+    first_m = block // per_group * group_m
+    rows = min(group_m, tiles_m - first_m)
+    within = block % per_group
+    return first_m + within % rows, within // rows
+
+
+ORDER_TILES = (10, 3)  # the statement's example: two groups of 8 rows, the second 2 rows high
+
+
+def block_order_check(attempt: Attempt, check: dict) -> Step:
+    """Which tile of C each blockIdx.x computes, read from the C stores of every block of one launch of
+    ORDER_TILES tiles (one k-tile deep), against grouped_tile. Fails when a block stores no element of C,
+    or parts of several tiles, or another tile than the grouped order gives it."""
+    from gemm_course.inspect import warp_access
+
+    ex = attempt.exercise
+    lv = get_level(ex.level)
+    resolved = lv.resolve(**ex.params)
+    tm, tn, tk = tile_shape(lv, resolved)
+    tiles_m, tiles_n = ORDER_TILES
+    group = int(resolved.get("group_m", 1))
+    shape = (tiles_m * tm, tiles_n * tn, tk)
+    every_block = [(b, 0, 0) for b in range(tiles_m * tiles_n)]
+    log = warp_access.access_log(ex.level, *shape, source=attempt.source, blocks=every_block, rng=attempt.seed,
+                                 source_name=attempt.file_name, **ex.params)
+    where_en = f"at {shape[0]}×{shape[1]}×{shape[2]} ({tiles_m}×{tiles_n} tiles of {tm}×{tn}, GROUP_M = {group})"
+    where_zh = f"{shape[0]}×{shape[1]}×{shape[2]} 时（{tiles_m}×{tiles_n} 个 {tm}×{tn} 分块，GROUP_M = {group}）"
+    computed: dict[int, tuple[int, int]] = {}
+    for (b, _, _), threads in sorted(warp_access.sequences(log).items()):
+        tiles = {(a.index[0] // tm, a.index[1] // tn) for seq in threads.values() for a in seq
+                 if a.space == "global" and a.array == "C" and a.write}
+        if len(tiles) != 1:
+            what_en = "no element of C" if not tiles else f"parts of {len(tiles)} tiles"
+            what_zh = "没有写 C 的任何元素" if not tiles else f"写了 {len(tiles)} 个分块的各一部分"
+            return Step("order", False, f"{where_en}: block {b} stored {what_en}; each block computes exactly one tile, "
+                        f"here {grouped_tile(b, tiles_m, tiles_n, group)}",
+                        f"{where_zh}：线程块 {b} {what_zh}；每个线程块恰好计算一个分块，这里应为 "
+                        f"{grouped_tile(b, tiles_m, tiles_n, group)}")
+        computed[b] = tiles.pop()
+    wrong = [b for b, tile in computed.items() if tile != grouped_tile(b, tiles_m, tiles_n, group)]
+    if wrong:
+        shown = wrong[:4]
+        got = ", ".join(f"block {b} computed {computed[b]}" for b in shown)
+        got_zh = "，".join(f"线程块 {b} 计算的是 {computed[b]}" for b in shown)
+        want = ", ".join(f"{grouped_tile(b, tiles_m, tiles_n, group)}" for b in shown)
+        return Step("order", False,
+                    f"{where_en}, tiles as (tile row, tile column): {got}; the grouped order gives them {want}: "
+                    f"blocks 0..{group - 1} go down tile column 0 of the first {group} tile rows, block {group} starts "
+                    "column 1, and the last group has only the rows that are left",
+                    f"{where_zh}，分块记作（分块行，分块列）：{got_zh}；按分组顺序它们应当是 {want}：线程块 "
+                    f"0..{group - 1} 沿前 {group} 个分块行的第 0 列向下，线程块 {group} 开始第 1 列，最后一组只有剩下的那几行")
+    return Step("order", True, f"{where_en}: every block computes the tile the grouped order gives it",
+                f"{where_zh}：每个线程块计算的都是分组顺序分给它的分块")
