@@ -80,6 +80,24 @@ def _launch_text(grid: tuple[int, int, int], block: tuple[int, int, int]) -> str
     return f"<<<{g}, {b}>>>"
 
 
+def _traced_launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
+                   names: Sequence[str], where_en: str, where_zh: str) -> tuple[Any, Optional[Step]]:
+    """One launch with every block's memory accesses recorded, for the checks of how a kernel works (not
+    only what it computes): (the AccessLog, None), or (None, the failed step) as _launch gives it."""
+    from gemm_course.run import cpu_backend as cb
+    from ..levels import Launch
+
+    every_block = [(x, y, 0) for y in range(grid[1]) for x in range(grid[0])]
+    try:
+        log = kernel.launch(Launch(grid, block), args, names=names, timeout_s=KERNEL_TIMEOUT_S, profile=True,
+                            profile_blocks=every_block)
+    except cb.CpuBackendError as err:
+        kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
+        kind = "run" if kind == "cpubackend" else kind
+        return None, Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
+    return log, None
+
+
 def _rows(indices: np.ndarray) -> str:
     """"row 4" or "rows 3..5, 9"."""
     return f"row {int(indices[0])}" if indices.size == 1 else f"rows {_ranges(indices)}"
@@ -161,8 +179,62 @@ def _grade_saxpy(attempt: Attempt) -> list[Step]:
         return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"n = {n} on {b}×{t}" for n, b, t in launches)
     shown_zh = "、".join(f"n = {n}（{b}×{t} 个线程）" for n, b, t in launches)
-    return steps + [Step("correct", True, f"every element updated exactly once: {shown}",
-                         f"每个元素恰好更新一次：{shown_zh}")]
+    steps.append(Step("correct", True, f"every element updated exactly once: {shown}", f"每个元素恰好更新一次：{shown_zh}"))
+    return steps + [_saxpy_grid_stride(kernel, rng)]
+
+
+# Grids with fewer threads than elements, several blocks each: where a grid-stride loop shows.
+_STRIDE_LAUNCHES = ((1000, 2, 64), (777, 3, 128))
+
+
+def _elements(indices: list[int]) -> str:
+    """[3, 131, 259, 387, 515] → "y[3], y[131], y[259], …" (the first three); [] → ""."""
+    return ", ".join(f"y[{i}]" for i in indices[:3]) + (", …" if len(indices) > 3 else "")
+
+
+def _saxpy_grid_stride(kernel: Any, rng: np.random.Generator) -> Step:
+    """The lesson, read from the accesses of every block: thread g of a grid of T threads updates y[g],
+    y[g + T], y[g + 2T], ... and nothing else, so every block does its share (a kernel where block 0
+    does all the work, or each thread a contiguous chunk, is right but fails here)."""
+    from gemm_course.inspect import warp_access
+
+    for n, blocks, threads in _STRIDE_LAUNCHES:
+        x = rng.standard_normal(n).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        launch = _launch_text((blocks, 1, 1), (threads, 1, 1))
+        where_en, where_zh = f"n = {n}, saxpy{launch}", f"n = {n}，saxpy{launch}"
+        log, failed = _traced_launch(kernel, (blocks, 1, 1), (threads, 1, 1), [n, 2.0, x, y], ["n", "a", "x", "y"],
+                                     where_en, where_zh)
+        if failed:
+            return failed
+        total = blocks * threads
+        updated = {b: {t: sorted({a.index[0] for a in seq if a.array == "y" and a.write}) for t, seq in per_thread.items()}
+                   for (b, _, _), per_thread in warp_access.sequences(log).items()}
+        for b in range(blocks):  # a block left out is the plainer mistake: name it first
+            if not any(updated.get(b, {}).values()):
+                return Step("grid_stride", False,
+                            f"at {where_en} ({total} threads for {n} elements) block {b} updated no element of y: every "
+                            "block should take its share, through a grid-stride loop (i = blockIdx.x·blockDim.x + "
+                            "threadIdx.x, then i += gridDim.x·blockDim.x)",
+                            f"{where_zh}（{total} 个线程处理 {n} 个元素）时，线程块 {b} 没有更新 y 的任何元素：每个线程块都应当"
+                            "分担一份工作，用网格跨步循环（i = blockIdx.x·blockDim.x + threadIdx.x，然后 i += gridDim.x·blockDim.x）")
+        for b in range(blocks):
+            for t in range(threads):
+                g = b * threads + t
+                want = list(range(g, n, total))
+                got = updated[b].get((t, 0, 0), [])
+                if got != want:
+                    return Step("grid_stride", False,
+                                f"at {where_en} ({total} threads for {n} elements) thread {t} of block {b} updated "
+                                f"{_elements(got) or 'no element'}; a grid-stride loop gives it {_elements(want)}: start at "
+                                "blockIdx.x·blockDim.x + threadIdx.x and step by gridDim.x·blockDim.x, the whole grid",
+                                f"{where_zh}（{total} 个线程处理 {n} 个元素）时，线程块 {b} 的线程 {t} 更新了 "
+                                f"{_elements(got) or '（没有元素）'}；网格跨步循环分给它的是 {_elements(want)}："
+                                "从 blockIdx.x·blockDim.x + threadIdx.x 开始，每步跨过整个网格 gridDim.x·blockDim.x")
+    shown = ", ".join(f"n = {n} on {b}×{t}" for n, b, t in _STRIDE_LAUNCHES)
+    shown_zh = "、".join(f"n = {n}（{b}×{t} 个线程）" for n, b, t in _STRIDE_LAUNCHES)
+    return Step("grid_stride", True, f"a grid-stride loop: thread g of T updates y[g], y[g + T], … in every block ({shown})",
+                f"网格跨步循环：T 个线程中的第 g 个在每个线程块中都更新 y[g]、y[g + T]、…（{shown_zh}）")
 
 
 _TRANSPOSE_BLOCKS = ((8, 4), (16, 8), (32, 4), (4, 16), (16, 16))
