@@ -330,9 +330,60 @@ def _grade_reverse(attempt: Attempt) -> list[Step]:
         return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"n = {n} in blocks of {t}" for n, t in cases)
     shown_zh = "、".join(f"n = {n}（每块 {t} 个线程）" for n, t in cases)
-    return steps + [Step("correct", True, f"every slice reversed, the short last one too: {shown}; no race, "
-                         "every barrier reached by the whole block",
-                         f"每个片段都已反转，包括较短的最后一段：{shown_zh}；没有竞争，每道屏障都由整个线程块到达")]
+    steps.append(Step("correct", True, f"every slice reversed, the short last one too: {shown}; no race, "
+                      "every barrier reached by the whole block",
+                      f"每个片段都已反转，包括较短的最后一段：{shown_zh}；没有竞争，每道屏障都由整个线程块到达"))
+    return steps + [_reverse_round_trip(kernel, rng)]
+
+
+def _reverse_round_trip(kernel: Any, rng: np.random.Generator) -> Step:
+    """The lesson, read from the accesses of every block of n = 100 on blocks of 32 (the last block holds 4
+    elements): each block passes a barrier, and every thread that writes an element of x but its slice's
+    middle one read it, after a barrier, from a shared word another thread stored. A fix that drops the
+    barrier (swapping in global memory) or lets one thread do the block's work is right but fails here."""
+    from gemm_course.inspect import warp_access
+
+    n, threads = 100, 32
+    blocks = -(-n // threads)
+    x = rng.permutation(n).astype(np.float32) + 1
+    launch = _launch_text((blocks, 1, 1), (threads, 1, 1))
+    where_en, where_zh = f"n = {n}, reverse_each_block{launch}", f"n = {n}，reverse_each_block{launch}"
+    log, failed = _traced_launch(kernel, (blocks, 1, 1), (threads, 1, 1), [x, n], ["x", "n"], where_en, where_zh)
+    if failed:
+        return failed
+    passed = warp_access.barrier_intervals(log)
+    lesson_en = ("the lesson is the round trip through shared memory: every thread stores its element into the "
+                 "tile, the whole block meets at __syncthreads(), then each thread reads the element another "
+                 "thread stored")
+    lesson_zh = "本练习要学的是经由共享内存的往返：每个线程把自己的元素存进共享数组，整个线程块在 __syncthreads() 处会合，" \
+                "然后每个线程读出另一个线程存入的元素"
+    for (b, _, _), per_thread in sorted(warp_access.sequences(log).items()):
+        length = min(threads, n - b * threads)
+        if passed[(b, 0, 0)] < 2:
+            return Step("barrier", False, f"at {where_en}, block {b} ({length} elements) passed no __syncthreads(): "
+                        f"{lesson_en}; keep the barrier, and let every thread of the block reach it",
+                        f"{where_zh}时，线程块 {b}（{length} 个元素）没有经过任何 __syncthreads()：{lesson_zh}；"
+                        "请保留这道屏障，并让线程块的每个线程都到达它")
+        writer = {}  # shared word -> (thread, interval) of its last store
+        for t, seq in per_thread.items():
+            for a in seq:
+                if a.space == "shared" and a.write:
+                    writer[a.index[0] // 4] = (t, a.interval)
+        for t, seq in sorted(per_thread.items()):
+            stores = [a for a in seq if a.array == "x" and a.write and a.index[0] != 2 * b * threads + length - 1 - a.index[0]]
+            if not stores:
+                continue
+            from_others = any(a.space == "shared" and not a.write and writer.get(a.index[0] // 4, (t, 0))[0] != t
+                              and writer[a.index[0] // 4][1] < a.interval for a in seq)
+            if not from_others:
+                return Step("round_trip", False,
+                            f"at {where_en}, thread {t[0]} of block {b} wrote x[{stores[0].index[0]}] without reading, "
+                            f"after a barrier, any shared word another thread stored: {lesson_en}",
+                            f"{where_zh}时，线程块 {b} 的线程 {t[0]} 写了 x[{stores[0].index[0]}]，却没有在屏障之后读取任何由"
+                            f"其他线程存入的共享内存字：{lesson_zh}")
+    return Step("round_trip", True, f"at {where_en}, every block (the short last one too) stores into shared memory, "
+                "passes a barrier, and each thread reads the element another thread stored",
+                f"{where_zh}时，每个线程块（包括较短的最后一个）都先存入共享内存、经过屏障，再由每个线程读出另一个线程存入的元素")
 
 
 # --- shared: Python answers, run in a fresh interpreter ---------------------------------------------------
