@@ -777,11 +777,64 @@ def _grade_quantize(attempt: Attempt) -> list[Step]:
             return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"{M}×{K}" for M, K, _ in cases)
     shown_zh = "、".join(f"{M}×{K}" for M, K, _ in cases)
-    return steps + [Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8.formats's on {shown} (outliers, "
-                         f"short last strips and an all-zero strip included); every scale maps its strip's max |a| "
-                         f"onto {E4M3_MAX:g}",
-                         f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8.formats 的结果一致（含离群值、较短的最后一个条带"
-                         f"和全零条带）；每个缩放因子都把所在条带的最大 |a| 映射到 {E4M3_MAX:g}")]
+    steps.append(Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8.formats's on {shown} (outliers, "
+                      f"short last strips and an all-zero strip included); every scale maps its strip's max |a| "
+                      f"onto {E4M3_MAX:g}",
+                      f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8.formats 的结果一致（含离群值、较短的最后一个条带"
+                      f"和全零条带）；每个缩放因子都把所在条带的最大 |a| 映射到 {E4M3_MAX:g}"))
+    return steps + [_quantize_one_thread_per_strip(kernel, rng)]
+
+
+def _quantize_one_thread_per_strip(kernel: Any, rng: np.random.Generator) -> Step:
+    """The lesson's parallel split, read from the stores of every block of a 19×1000 launch (8 strips per
+    row, the last one short): each thread writes one strip's scale and only that strip's bytes. One thread
+    per row (looping over its strips) is right but fails here."""
+    from gemm_course.fp8.formats import E4M3_NAN, SCALE_BLOCK
+    from gemm_course.inspect import warp_access
+
+    M, K, (bx, by) = 19, 1000, (4, 8)
+    strips = -(-K // SCALE_BLOCK)
+    a = _quantize_input(M, K, rng)
+    grid = (-(-strips // bx), -(-M // by), 1)
+    launch = _launch_text(grid, (bx, by, 1))
+    where_en = f"M×K = {M}×{K} ({strips} strips per row), quantize_1x128{launch}"
+    where_zh = f"M×K = {M}×{K}（每行 {strips} 个条带），quantize_1x128{launch}"
+    bits = np.full((M, K), E4M3_NAN, dtype=np.uint8)
+    scales = np.full((M, strips), np.nan, dtype=np.float32)
+    log, failed = _traced_launch(kernel, grid, (bx, by, 1), [a, bits, scales, M, K], ["a", "bits", "scales", "M", "K"],
+                                 where_en, where_zh)
+    if failed:
+        return failed
+    for block, per_thread in sorted(warp_access.sequences(log).items()):
+        for thread, seq in sorted(per_thread.items()):
+            owned = sorted({tuple(x.index) for x in seq if x.array == "scales" and x.write})
+            byte_strips = sorted({(x.index[0], (x.index[1] + j) // SCALE_BLOCK) for x in seq
+                                  if x.array == "bits" and x.write for j in range(x.size)})
+            if len(owned) <= 1 and set(byte_strips) <= set(owned):
+                continue
+            t, b = ",".join(map(str, thread[:2])), ",".join(map(str, block[:2]))
+
+            def listed(pairs: list, zh: bool = False) -> str:
+                shown = [f"（第 {r} 行，第 {c} 个条带）" if zh else f"(row {r}, strip {c})" for r, c in pairs[:3]]
+                return ("、" if zh else ", ").join(shown) + (("、…" if zh else ", …") if len(pairs) > 3 else "")
+
+            if len(owned) > 1:
+                what_en = f"the scales of {len(owned)} strips: {listed(owned)}"
+                what_zh = f" {len(owned)} 个条带的缩放因子：{listed(owned, True)}"
+            else:
+                foreign = [p for p in byte_strips if p not in owned]
+                mine_en = f"the strip whose scale it wrote, {listed(owned)}" if owned else "any strip whose scale it wrote"
+                mine_zh = f"它写了缩放因子的条带{listed(owned, True)}" if owned else "它写了缩放因子的条带（它没有写任何缩放因子）"
+                what_en = f"bytes of {listed(foreign)}, outside {mine_en}"
+                what_zh = f"{listed(foreign, True)}的字节，不在{mine_zh}之内"
+            return Step("one_per_strip", False,
+                        f"at {where_en}, thread ({t}) of block ({b}) wrote {what_en}; "
+                        "the kernel runs one thread per 1×128 strip: thread (x, y) of the grid owns strip x of row y, "
+                        "its scale and its bytes, and nothing else",
+                        f"{where_zh}时，线程块 ({b}) 的线程 ({t}) 写了{what_zh}；本内核"
+                        "每个 1×128 条带一个线程：网格中的线程 (x, y) 负责第 y 行的第 x 个条带，只写它的缩放因子和字节")
+    return Step("one_per_strip", True, f"one thread per 1×128 strip: at {where_en} each thread wrote one strip's scale "
+                "and bytes", f"每个 1×128 条带一个线程：{where_zh}时每个线程只写一个条带的缩放因子和字节")
 
 
 def _scale_verdict(a: np.ndarray, scales: np.ndarray, want: np.ndarray, wrong: np.ndarray,
