@@ -289,8 +289,59 @@ def _grade_transpose(attempt: Attempt) -> list[Step]:
         return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"{r}×{c} in blocks of {bx}×{by}" for r, c, (bx, by) in cases)
     shown_zh = "、".join(f"{r}×{c}（线程块 {bx}×{by}）" for r, c, (bx, by) in cases)
-    return steps + [Step("correct", True, f"out = inᵀ on {shown}, no access out of bounds",
-                         f"在 {shown_zh} 上 out = inᵀ，没有越界访问")]
+    steps.append(Step("correct", True, f"out = inᵀ on {shown}, no access out of bounds",
+                      f"在 {shown_zh} 上 out = inᵀ，没有越界访问"))
+    return steps + [_transpose_one_per_element(kernel)]
+
+
+def _transpose_one_per_element(kernel: Any) -> Step:
+    """The lesson, the 2-D launch's index math, read from the accesses of every block of 33×17 in blocks of
+    8×4: thread (x, y) of block (bx, by) owns element (r, c) = (by·blockDim.y + y, bx·blockDim.x + x) of in,
+    reads it and writes out[c, r], and a thread past the edge touches nothing. One thread copying the whole
+    matrix is right but fails here."""
+    from gemm_course.inspect import warp_access
+
+    rows, cols, (bx, by) = 33, 17, (8, 4)
+    src = (np.arange(rows * cols, dtype=np.float32) + 1).reshape(rows, cols)
+    out = np.full((cols, rows), np.nan, dtype=np.float32)
+    grid = (-(-cols // bx), -(-rows // by), 1)
+    launch = _launch_text(grid, (bx, by, 1))
+    where_en, where_zh = f"{rows}×{cols}, transpose{launch}", f"{rows}×{cols}，transpose{launch}"
+    log, failed = _traced_launch(kernel, grid, (bx, by, 1), [src, out, rows, cols], ["in", "out", "rows", "cols"],
+                                 where_en, where_zh)
+    if failed:
+        return failed
+    for block, per_thread in sorted(warp_access.sequences(log).items(), key=lambda item: item[0][::-1]):
+        for y in range(by):
+            for x in range(bx):
+                seq = per_thread.get((x, y, 0), [])
+                r, c = block[1] * by + y, block[0] * bx + x
+                inside = r < rows and c < cols
+                read = sorted({tuple(a.index) for a in seq if a.array == "in" and not a.write})
+                wrote = sorted({tuple(a.index) for a in seq if a.array == "out" and a.write})
+                if (read, wrote) == (([(r, c)], [(c, r)]) if inside else ([], [])):
+                    continue
+                did_en = ", ".join([f"read {len(read)} element{'s' if len(read) != 1 else ''} of in"
+                                    + (f" (in[{read[0][0]}, {read[0][1]}]{', …' if len(read) > 1 else ''})" if read else ""),
+                                    f"wrote {len(wrote)} of out"
+                                    + (f" (out[{wrote[0][0]}, {wrote[0][1]}]{', …' if len(wrote) > 1 else ''})" if wrote else "")])
+                did_zh = "，".join([f"读了 in 的 {len(read)} 个元素"
+                                   + (f"（in[{read[0][0]}, {read[0][1]}]{'、…' if len(read) > 1 else ''}）" if read else ""),
+                                   f"写了 out 的 {len(wrote)} 个元素"
+                                   + (f"（out[{wrote[0][0]}, {wrote[0][1]}]{'、…' if len(wrote) > 1 else ''}）" if wrote else "")])
+                owns_en = (f"it owns in[{r}, {c}] and out[{c}, {r}], one element each" if inside else
+                           f"it lies past the edge (row {r}, column {c}) and should touch nothing")
+                owns_zh = (f"它负责 in[{r}, {c}] 和 out[{c}, {r}]，各一个元素" if inside else
+                           f"它在边缘之外（第 {r} 行，第 {c} 列），什么都不应访问")
+                b = ",".join(map(str, block[:2]))
+                return Step("one_per_element", False,
+                            f"at {where_en}, thread ({x},{y}) of block ({b}) {did_en}; with x along the columns of in "
+                            f"and y down its rows, {owns_en}",
+                            f"{where_zh}时，线程块 ({b}) 的线程 ({x},{y}) {did_zh}；x 沿 in 的列、y 沿 in 的行时，{owns_zh}")
+    return Step("one_per_element", True, f"at {where_en}, thread (x, y) of every block copies exactly its element "
+                "(row blockIdx.y·blockDim.y + y, column blockIdx.x·blockDim.x + x)",
+                f"{where_zh}时，每个线程块的线程 (x, y) 恰好复制它自己的元素（第 blockIdx.y·blockDim.y + y 行，"
+                "第 blockIdx.x·blockDim.x + x 列）")
 
 
 def _reverse_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
