@@ -13,8 +13,8 @@ exercise.json):
     reuse                 the bytes a block reads from A and B are at most max_ratio × the bytes of the
                           rows of A and columns of B its tile of C needs: each element fetched once per
                           block, the rest of the reuse coming from shared memory or registers
-    barriers              barriers over 4 and 5 k-tiles (barrier_shapes) at most max_per_tile per k-tile
-                          and one before the loop
+    barriers              barriers over 4 and 5 k-tiles (barrier_shapes): at least one per k-tile, at most
+                          max_per_tile per k-tile and one before the loop
     prefetch              in every barrier interval where a thread computes on a tile, its loads of the
                           next tile from global memory come before its first shared-memory read
     transposed            the A tile is stored transposed in shared memory: the elements of one k share
@@ -176,7 +176,8 @@ def barriers_check(attempt: Attempt, check: dict) -> Step:
     profiled block: at most max_per_tile × tiles + 1. The level's kernel and the shipped solutions pass
     `tiles` (one publishes tile 0 before the loop, one ends every iteration but the last); a kernel that
     also syncs after its last tile passes tiles + 1, the most allowed. One buffer with two barriers per
-    step passes 2 × tiles - 1 or more, and fails from 3 k-tiles up."""
+    step passes 2 × tiles - 1 or more, and fails from 3 k-tiles up. Fewer barriers than k-tiles fail too:
+    such a block does not stage its tiles through shared memory, and there is no double buffering to judge."""
     from gemm_course.inspect import warp_access
 
     ex = attempt.exercise
@@ -184,12 +185,20 @@ def barriers_check(attempt: Attempt, check: dict) -> Step:
     resolved = lv.resolve(**ex.params)
     tk = tile_shape(lv, resolved)[2]
     per_tile = float(check.get("max_per_tile", 1))
-    worst: Optional[tuple[int, int, tuple, tuple, int]] = None  # (barriers over the allowed, allowed, shape, block, n)
+    worst: Optional[tuple[int, int, tuple, tuple, int]] = None  # (barriers, allowed, shape, block, k-tiles)
     for shape, log in _logs(attempt, barrier_shapes(lv, resolved)):
         tiles = -(-shape[2] // tk)
         allowed = int(per_tile * tiles) + 1  # + 1: the barrier that publishes the first tile before the loop
         for block, intervals in warp_access.barrier_intervals(log).items():
             barriers = intervals - 1
+            if barriers < tiles:  # too few to have published every k-tile through shared memory: nothing to judge
+                en, zh = _where(shape, block)
+                return Step("barriers", False,
+                            f"{en} passed {barriers} barrier{'s' if barriers != 1 else ''} for {tiles} k-tiles: a block "
+                            "that stages its k-tiles in shared memory needs at least one per k-tile, to publish each "
+                            "tile before its threads read it; the lesson is a double-buffered k-loop over shared tiles",
+                            f"{zh} 为 {tiles} 个 k 分块只经过了 {barriers} 道屏障：把 k 分块放进共享内存的线程块，每个 k 分块"
+                            "至少需要一道屏障，在线程读取之前让这个分块对所有线程可见；本练习要的是在共享分块上双缓冲的 k 循环")
             if worst is None or barriers - allowed > worst[0] - worst[1]:
                 worst = (barriers, allowed, shape, block, tiles)
     if worst is None:
