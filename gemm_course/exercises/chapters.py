@@ -10,7 +10,9 @@
                             the CPU backend, against gemm_course.fp8.formats
 
 Each exercise.json of these chapters names its task ("task"), which picks the function that grades it
-(TASKS). Every task draws its random shape and values from attempt.rng, so the seed in the verdict
+(TASKS). A kernel's result is checked first; then, where a right result does not show the lesson (a grid-
+stride loop, a round trip through shared memory, one thread per element or per strip), a launch whose
+every block is traced (_traced_launch) shows how the kernel did the work. Every task draws its random shape and values from attempt.rng, so the seed in the verdict
 reproduces a failure, and answers every broken answer (an empty file, a renamed kernel, a syntax
 error, a function that raises or loops) with one step saying what to change, never a traceback.
 """
@@ -68,10 +70,15 @@ def _launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int]
     try:
         kernel.launch(Launch(grid, block), args, names=names, timeout_s=KERNEL_TIMEOUT_S)
     except cb.CpuBackendError as err:
-        kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
-        kind = "run" if kind == "cpubackend" else kind
-        return Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
+        return _backend_failure(err, where_en, where_zh)
     return None
+
+
+def _backend_failure(err: Any, where_en: str, where_zh: str) -> Step:
+    """A CpuBackendError as a failed step named after what went wrong (memory, race, barrier, ...)."""
+    kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
+    kind = "run" if kind == "cpubackend" else kind
+    return Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
 
 
 def _launch_text(grid: tuple[int, int, int], block: tuple[int, int, int]) -> str:
@@ -92,9 +99,7 @@ def _traced_launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, in
         log = kernel.launch(Launch(grid, block), args, names=names, timeout_s=KERNEL_TIMEOUT_S, profile=True,
                             profile_blocks=every_block)
     except cb.CpuBackendError as err:
-        kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
-        kind = "run" if kind == "cpubackend" else kind
-        return None, Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
+        return None, _backend_failure(err, where_en, where_zh)
     return log, None
 
 

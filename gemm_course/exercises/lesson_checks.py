@@ -5,8 +5,10 @@ array element and source line (warp_access.access_log and sequences).
 Each check looks at two shapes (profile_shapes: one of whole tiles, one with partial tiles and three
 blocks in each direction) and at several blocks of each launch (the first, the last and a sample drawn
 with the attempt's seed), so a kernel that does the right thing in one block or at one shape only does
-not pass. The profiles are made once per grading and shared by the checks. The checks (the "type" in
-exercise.json):
+not pass (the barrier count and the block order use shapes of their own: barrier_shapes, ORDER_TILES).
+The profiles are made once per grading and shared by the checks. A check that finds nothing to judge
+(no access of its kind, no block that wrote C, no A tile in shared memory, fewer barriers than k-tiles)
+fails, saying what it expected to see. The checks (the "type" in exercise.json):
 
     sectors, wavefronts   sectors per global request / bank wavefronts per shared instruction of the
                           chosen accesses, within max_excess × the ideal (the course's models)
@@ -36,7 +38,8 @@ def profile_shapes(lv: Any, resolved: dict[str, Any]) -> list[tuple[int, int, in
     """Two shapes: whole tiles (2 × 2 blocks, 2 k-tiles), and partial tiles with 3 × 3 blocks and a partial
     last k-tile. Rows of A and B stay multiples of 32 bytes long (K, N multiples of 8), so that every row
     starts a sector: a coalesced warp then touches the fewest sectors its bytes can take, and the ideal is
-    exact. Two k-tiles are enough to see every access pattern of a k-loop, and a barrier per tile."""
+    exact. Two k-tiles are enough to see every access pattern of a k-loop; counting barriers takes more
+    (barrier_shapes)."""
     tm, tn, tk = tile_shape(lv, resolved)
     tk = max(tk, 16)  # Level 1 has no k-tile; 16 steps of k are plenty for its access pattern
     return [(2 * tm, 2 * tn, 2 * tk), (3 * tm - 3, 3 * tn - 8, tk + 8)]
