@@ -11,7 +11,9 @@
                             the CPU backend, against gemm_course.fp8.formats
 
 Each exercise.json of these chapters names its task ("task"), which picks the function that grades it
-(TASKS). Every task draws its random shape and values from attempt.rng, so the seed in the verdict
+(TASKS). A kernel's result is checked first; then, where a right result does not show the lesson (a grid-
+stride loop, a round trip through shared memory, one thread per element or per strip), a launch whose
+every block is traced (_traced_launch) shows how the kernel did the work. Every task draws its random shape and values from attempt.rng, so the seed in the verdict
 reproduces a failure, and answers every broken answer (an empty file, a renamed kernel, a syntax
 error, a function that raises or loops) with one step saying what to change, never a traceback.
 """
@@ -71,16 +73,37 @@ def _launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int]
     try:
         kernel.launch(Launch(grid, block), args, names=names, timeout_s=KERNEL_TIMEOUT_S)
     except cb.CpuBackendError as err:
-        kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
-        kind = "run" if kind == "cpubackend" else kind
-        return Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
+        return _backend_failure(err, where_en, where_zh)
     return None
+
+
+def _backend_failure(err: Any, where_en: str, where_zh: str) -> Step:
+    """A CpuBackendError as a failed step named after what went wrong (memory, race, barrier, ...)."""
+    kind = type(err).__name__.replace("Kernel", "").replace("Error", "").lower() or "run"
+    kind = "run" if kind == "cpubackend" else kind
+    return Step(kind, False, f"{where_en}: {err.en}", f"{where_zh}：{err.zh}")
 
 
 def _launch_text(grid: tuple[int, int, int], block: tuple[int, int, int]) -> str:
     g = grid[0] if grid[1:] == (1, 1) else f"({grid[0]}, {grid[1]})"
     b = block[0] if block[1:] == (1, 1) else f"({block[0]}, {block[1]})"
     return f"<<<{g}, {b}>>>"
+
+
+def _traced_launch(kernel: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
+                   names: Sequence[str], where_en: str, where_zh: str) -> tuple[Any, Optional[Step]]:
+    """One launch with every block's memory accesses recorded, for the checks of how a kernel works (not
+    only what it computes): (the AccessLog, None), or (None, the failed step) as _launch gives it."""
+    from gemm_course.run import cpu_backend as cb
+    from ..levels import Launch
+
+    every_block = [(x, y, 0) for y in range(grid[1]) for x in range(grid[0])]
+    try:
+        log = kernel.launch(Launch(grid, block), args, names=names, timeout_s=KERNEL_TIMEOUT_S, profile=True,
+                            profile_blocks=every_block)
+    except cb.CpuBackendError as err:
+        return None, _backend_failure(err, where_en, where_zh)
+    return log, None
 
 
 def _rows(indices: np.ndarray) -> str:
@@ -164,8 +187,62 @@ def _grade_saxpy(attempt: Attempt) -> list[Step]:
         return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"n = {n} on {b}×{t}" for n, b, t in launches)
     shown_zh = "、".join(f"n = {n}（{b}×{t} 个线程）" for n, b, t in launches)
-    return steps + [Step("correct", True, f"every element updated exactly once: {shown}",
-                         f"每个元素恰好更新一次：{shown_zh}")]
+    steps.append(Step("correct", True, f"every element updated exactly once: {shown}", f"每个元素恰好更新一次：{shown_zh}"))
+    return steps + [_saxpy_grid_stride(kernel, rng)]
+
+
+# Grids with fewer threads than elements, several blocks each: where a grid-stride loop shows.
+_STRIDE_LAUNCHES = ((1000, 2, 64), (777, 3, 128))
+
+
+def _elements(indices: list[int]) -> str:
+    """[3, 131, 259, 387, 515] → "y[3], y[131], y[259], …" (the first three); [] → ""."""
+    return ", ".join(f"y[{i}]" for i in indices[:3]) + (", …" if len(indices) > 3 else "")
+
+
+def _saxpy_grid_stride(kernel: Any, rng: np.random.Generator) -> Step:
+    """The lesson, read from the accesses of every block: thread g of a grid of T threads updates y[g],
+    y[g + T], y[g + 2T], ... and nothing else, so every block does its share (a kernel where block 0
+    does all the work, or each thread a contiguous chunk, is right but fails here)."""
+    from gemm_course.inspect import warp_access
+
+    for n, blocks, threads in _STRIDE_LAUNCHES:
+        x = rng.standard_normal(n).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        launch = _launch_text((blocks, 1, 1), (threads, 1, 1))
+        where_en, where_zh = f"n = {n}, saxpy{launch}", f"n = {n}，saxpy{launch}"
+        log, failed = _traced_launch(kernel, (blocks, 1, 1), (threads, 1, 1), [n, 2.0, x, y], ["n", "a", "x", "y"],
+                                     where_en, where_zh)
+        if failed:
+            return failed
+        total = blocks * threads
+        updated = {b: {t: sorted({a.index[0] for a in seq if a.array == "y" and a.write}) for t, seq in per_thread.items()}
+                   for (b, _, _), per_thread in warp_access.sequences(log).items()}
+        for b in range(blocks):  # a block left out is the plainer mistake: name it first
+            if not any(updated.get(b, {}).values()):
+                return Step("grid_stride", False,
+                            f"at {where_en} ({total} threads for {n} elements) block {b} updated no element of y: every "
+                            "block should take its share, through a grid-stride loop (i = blockIdx.x·blockDim.x + "
+                            "threadIdx.x, then i += gridDim.x·blockDim.x)",
+                            f"{where_zh}（{total} 个线程处理 {n} 个元素）时，线程块 {b} 没有更新 y 的任何元素：每个线程块都应当"
+                            "分担一份工作，用网格跨步循环（i = blockIdx.x·blockDim.x + threadIdx.x，然后 i += gridDim.x·blockDim.x）")
+        for b in range(blocks):
+            for t in range(threads):
+                g = b * threads + t
+                want = list(range(g, n, total))
+                got = updated[b].get((t, 0, 0), [])
+                if got != want:
+                    return Step("grid_stride", False,
+                                f"at {where_en} ({total} threads for {n} elements) thread {t} of block {b} updated "
+                                f"{_elements(got) or 'no element'}; a grid-stride loop gives it {_elements(want)}: start at "
+                                "blockIdx.x·blockDim.x + threadIdx.x and step by gridDim.x·blockDim.x, the whole grid",
+                                f"{where_zh}（{total} 个线程处理 {n} 个元素）时，线程块 {b} 的线程 {t} 更新了 "
+                                f"{_elements(got) or '（没有元素）'}；网格跨步循环分给它的是 {_elements(want)}："
+                                "从 blockIdx.x·blockDim.x + threadIdx.x 开始，每步跨过整个网格 gridDim.x·blockDim.x")
+    shown = ", ".join(f"n = {n} on {b}×{t}" for n, b, t in _STRIDE_LAUNCHES)
+    shown_zh = "、".join(f"n = {n}（{b}×{t} 个线程）" for n, b, t in _STRIDE_LAUNCHES)
+    return Step("grid_stride", True, f"a grid-stride loop: thread g of T updates y[g], y[g + T], … in every block ({shown})",
+                f"网格跨步循环：T 个线程中的第 g 个在每个线程块中都更新 y[g]、y[g + T]、…（{shown_zh}）")
 
 
 _TRANSPOSE_BLOCKS = ((8, 4), (16, 8), (32, 4), (4, 16), (16, 16))
@@ -220,8 +297,59 @@ def _grade_transpose(attempt: Attempt) -> list[Step]:
         return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"{r}×{c} in blocks of {bx}×{by}" for r, c, (bx, by) in cases)
     shown_zh = "、".join(f"{r}×{c}（线程块 {bx}×{by}）" for r, c, (bx, by) in cases)
-    return steps + [Step("correct", True, f"out = inᵀ on {shown}, no access out of bounds",
-                         f"在 {shown_zh} 上 out = inᵀ，没有越界访问")]
+    steps.append(Step("correct", True, f"out = inᵀ on {shown}, no access out of bounds",
+                      f"在 {shown_zh} 上 out = inᵀ，没有越界访问"))
+    return steps + [_transpose_one_per_element(kernel)]
+
+
+def _transpose_one_per_element(kernel: Any) -> Step:
+    """The lesson, the 2-D launch's index math, read from the accesses of every block of 33×17 in blocks of
+    8×4: thread (x, y) of block (bx, by) owns element (r, c) = (by·blockDim.y + y, bx·blockDim.x + x) of in,
+    reads it and writes out[c, r], and a thread past the edge touches nothing. One thread copying the whole
+    matrix is right but fails here."""
+    from gemm_course.inspect import warp_access
+
+    rows, cols, (bx, by) = 33, 17, (8, 4)
+    src = (np.arange(rows * cols, dtype=np.float32) + 1).reshape(rows, cols)
+    out = np.full((cols, rows), np.nan, dtype=np.float32)
+    grid = (-(-cols // bx), -(-rows // by), 1)
+    launch = _launch_text(grid, (bx, by, 1))
+    where_en, where_zh = f"{rows}×{cols}, transpose{launch}", f"{rows}×{cols}，transpose{launch}"
+    log, failed = _traced_launch(kernel, grid, (bx, by, 1), [src, out, rows, cols], ["in", "out", "rows", "cols"],
+                                 where_en, where_zh)
+    if failed:
+        return failed
+    for block, per_thread in sorted(warp_access.sequences(log).items(), key=lambda item: item[0][::-1]):
+        for y in range(by):
+            for x in range(bx):
+                seq = per_thread.get((x, y, 0), [])
+                r, c = block[1] * by + y, block[0] * bx + x
+                inside = r < rows and c < cols
+                read = sorted({tuple(a.index) for a in seq if a.array == "in" and not a.write})
+                wrote = sorted({tuple(a.index) for a in seq if a.array == "out" and a.write})
+                if (read, wrote) == (([(r, c)], [(c, r)]) if inside else ([], [])):
+                    continue
+                did_en = ", ".join([f"read {len(read)} element{'s' if len(read) != 1 else ''} of in"
+                                    + (f" (in[{read[0][0]}, {read[0][1]}]{', …' if len(read) > 1 else ''})" if read else ""),
+                                    f"wrote {len(wrote)} of out"
+                                    + (f" (out[{wrote[0][0]}, {wrote[0][1]}]{', …' if len(wrote) > 1 else ''})" if wrote else "")])
+                did_zh = "，".join([f"读了 in 的 {len(read)} 个元素"
+                                   + (f"（in[{read[0][0]}, {read[0][1]}]{'、…' if len(read) > 1 else ''}）" if read else ""),
+                                   f"写了 out 的 {len(wrote)} 个元素"
+                                   + (f"（out[{wrote[0][0]}, {wrote[0][1]}]{'、…' if len(wrote) > 1 else ''}）" if wrote else "")])
+                owns_en = (f"it owns in[{r}, {c}] and out[{c}, {r}], one element each" if inside else
+                           f"it lies past the edge (row {r}, column {c}) and should touch nothing")
+                owns_zh = (f"它负责 in[{r}, {c}] 和 out[{c}, {r}]，各一个元素" if inside else
+                           f"它在边缘之外（第 {r} 行，第 {c} 列），什么都不应访问")
+                b = ",".join(map(str, block[:2]))
+                return Step("one_per_element", False,
+                            f"at {where_en}, thread ({x},{y}) of block ({b}) {did_en}; with x along the columns of in "
+                            f"and y down its rows, {owns_en}",
+                            f"{where_zh}时，线程块 ({b}) 的线程 ({x},{y}) {did_zh}；x 沿 in 的列、y 沿 in 的行时，{owns_zh}")
+    return Step("one_per_element", True, f"at {where_en}, thread (x, y) of every block copies exactly its element "
+                "(row blockIdx.y·blockDim.y + y, column blockIdx.x·blockDim.x + x)",
+                f"{where_zh}时，每个线程块的线程 (x, y) 恰好复制它自己的元素（第 blockIdx.y·blockDim.y + y 行，"
+                "第 blockIdx.x·blockDim.x + x 列）")
 
 
 def _reverse_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -261,9 +389,60 @@ def _grade_reverse(attempt: Attempt) -> list[Step]:
         return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"n = {n} in blocks of {t}" for n, t in cases)
     shown_zh = "、".join(f"n = {n}（每块 {t} 个线程）" for n, t in cases)
-    return steps + [Step("correct", True, f"every slice reversed, the short last one too: {shown}; no race, "
-                         "every barrier reached by the whole block",
-                         f"每个片段都已反转，包括较短的最后一段：{shown_zh}；没有竞争，每道屏障都由整个线程块到达")]
+    steps.append(Step("correct", True, f"every slice reversed, the short last one too: {shown}; no race, "
+                      "every barrier reached by the whole block",
+                      f"每个片段都已反转，包括较短的最后一段：{shown_zh}；没有竞争，每道屏障都由整个线程块到达"))
+    return steps + [_reverse_round_trip(kernel, rng)]
+
+
+def _reverse_round_trip(kernel: Any, rng: np.random.Generator) -> Step:
+    """The lesson, read from the accesses of every block of n = 100 on blocks of 32 (the last block holds 4
+    elements): each block passes a barrier, and every thread that writes an element of x but its slice's
+    middle one read it, after a barrier, from a shared word another thread stored. A fix that drops the
+    barrier (swapping in global memory) or lets one thread do the block's work is right but fails here."""
+    from gemm_course.inspect import warp_access
+
+    n, threads = 100, 32
+    blocks = -(-n // threads)
+    x = rng.permutation(n).astype(np.float32) + 1
+    launch = _launch_text((blocks, 1, 1), (threads, 1, 1))
+    where_en, where_zh = f"n = {n}, reverse_each_block{launch}", f"n = {n}，reverse_each_block{launch}"
+    log, failed = _traced_launch(kernel, (blocks, 1, 1), (threads, 1, 1), [x, n], ["x", "n"], where_en, where_zh)
+    if failed:
+        return failed
+    passed = warp_access.barrier_intervals(log)
+    lesson_en = ("the lesson is the round trip through shared memory: every thread stores its element into the "
+                 "tile, the whole block meets at __syncthreads(), then each thread reads the element another "
+                 "thread stored")
+    lesson_zh = "本练习要学的是经由共享内存的往返：每个线程把自己的元素存进共享数组，整个线程块在 __syncthreads() 处会合，" \
+                "然后每个线程读出另一个线程存入的元素"
+    for (b, _, _), per_thread in sorted(warp_access.sequences(log).items()):
+        length = min(threads, n - b * threads)
+        if passed[(b, 0, 0)] < 2:
+            return Step("barrier", False, f"at {where_en}, block {b} ({length} elements) passed no __syncthreads(): "
+                        f"{lesson_en}; keep the barrier, and let every thread of the block reach it",
+                        f"{where_zh}时，线程块 {b}（{length} 个元素）没有经过任何 __syncthreads()：{lesson_zh}；"
+                        "请保留这道屏障，并让线程块的每个线程都到达它")
+        writer = {}  # shared word -> (thread, interval) of its last store
+        for t, seq in per_thread.items():
+            for a in seq:
+                if a.space == "shared" and a.write:
+                    writer[a.index[0] // 4] = (t, a.interval)
+        for t, seq in sorted(per_thread.items()):
+            stores = [a for a in seq if a.array == "x" and a.write and a.index[0] != 2 * b * threads + length - 1 - a.index[0]]
+            if not stores:
+                continue
+            from_others = any(a.space == "shared" and not a.write and writer.get(a.index[0] // 4, (t, 0))[0] != t
+                              and writer[a.index[0] // 4][1] < a.interval for a in seq)
+            if not from_others:
+                return Step("round_trip", False,
+                            f"at {where_en}, thread {t[0]} of block {b} wrote x[{stores[0].index[0]}] without reading, "
+                            f"after a barrier, any shared word another thread stored: {lesson_en}",
+                            f"{where_zh}时，线程块 {b} 的线程 {t[0]} 写了 x[{stores[0].index[0]}]，却没有在屏障之后读取任何由"
+                            f"其他线程存入的共享内存字：{lesson_zh}")
+    return Step("round_trip", True, f"at {where_en}, every block (the short last one too) stores into shared memory, "
+                "passes a barrier, and each thread reads the element another thread stored",
+                f"{where_zh}时，每个线程块（包括较短的最后一个）都先存入共享内存、经过屏障，再由每个线程读出另一个线程存入的元素")
 
 
 # --- shared: Python answers, run apart from the course ------------------------------------------------------
@@ -825,11 +1004,64 @@ def _grade_quantize(attempt: Attempt) -> list[Step]:
             return steps + [Step("correct", False, en, zh)]
     shown = ", ".join(f"{M}×{K}" for M, K, _ in cases)
     shown_zh = "、".join(f"{M}×{K}" for M, K, _ in cases)
-    return steps + [Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8.formats's on {shown} (outliers, "
-                         f"short last strips and an all-zero strip included); every scale maps its strip's max |a| "
-                         f"onto {E4M3_MAX:g}",
-                         f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8.formats 的结果一致（含离群值、较短的最后一个条带"
-                         f"和全零条带）；每个缩放因子都把所在条带的最大 |a| 映射到 {E4M3_MAX:g}")]
+    steps.append(Step("correct", True, f"scales and e4m3 bytes equal gemm_course.fp8.formats's on {shown} (outliers, "
+                      f"short last strips and an all-zero strip included); every scale maps its strip's max |a| "
+                      f"onto {E4M3_MAX:g}",
+                      f"在 {shown_zh} 上缩放因子和 e4m3 字节都与 gemm_course.fp8.formats 的结果一致（含离群值、较短的最后一个条带"
+                      f"和全零条带）；每个缩放因子都把所在条带的最大 |a| 映射到 {E4M3_MAX:g}"))
+    return steps + [_quantize_one_thread_per_strip(kernel, rng)]
+
+
+def _quantize_one_thread_per_strip(kernel: Any, rng: np.random.Generator) -> Step:
+    """The lesson's parallel split, read from the stores of every block of a 19×1000 launch (8 strips per
+    row, the last one short): each thread writes one strip's scale and only that strip's bytes. One thread
+    per row (looping over its strips) is right but fails here."""
+    from gemm_course.fp8.formats import E4M3_NAN, SCALE_BLOCK
+    from gemm_course.inspect import warp_access
+
+    M, K, (bx, by) = 19, 1000, (4, 8)
+    strips = -(-K // SCALE_BLOCK)
+    a = _quantize_input(M, K, rng)
+    grid = (-(-strips // bx), -(-M // by), 1)
+    launch = _launch_text(grid, (bx, by, 1))
+    where_en = f"M×K = {M}×{K} ({strips} strips per row), quantize_1x128{launch}"
+    where_zh = f"M×K = {M}×{K}（每行 {strips} 个条带），quantize_1x128{launch}"
+    bits = np.full((M, K), E4M3_NAN, dtype=np.uint8)
+    scales = np.full((M, strips), np.nan, dtype=np.float32)
+    log, failed = _traced_launch(kernel, grid, (bx, by, 1), [a, bits, scales, M, K], ["a", "bits", "scales", "M", "K"],
+                                 where_en, where_zh)
+    if failed:
+        return failed
+    for block, per_thread in sorted(warp_access.sequences(log).items()):
+        for thread, seq in sorted(per_thread.items()):
+            owned = sorted({tuple(x.index) for x in seq if x.array == "scales" and x.write})
+            byte_strips = sorted({(x.index[0], (x.index[1] + j) // SCALE_BLOCK) for x in seq
+                                  if x.array == "bits" and x.write for j in range(x.size)})
+            if len(owned) <= 1 and set(byte_strips) <= set(owned):
+                continue
+            t, b = ",".join(map(str, thread[:2])), ",".join(map(str, block[:2]))
+
+            def listed(pairs: list, zh: bool = False) -> str:
+                shown = [f"（第 {r} 行，第 {c} 个条带）" if zh else f"(row {r}, strip {c})" for r, c in pairs[:3]]
+                return ("、" if zh else ", ").join(shown) + (("、…" if zh else ", …") if len(pairs) > 3 else "")
+
+            if len(owned) > 1:
+                what_en = f"the scales of {len(owned)} strips: {listed(owned)}"
+                what_zh = f" {len(owned)} 个条带的缩放因子：{listed(owned, True)}"
+            else:
+                foreign = [p for p in byte_strips if p not in owned]
+                mine_en = f"the strip whose scale it wrote, {listed(owned)}" if owned else "any strip whose scale it wrote"
+                mine_zh = f"它写了缩放因子的条带{listed(owned, True)}" if owned else "它写了缩放因子的条带（它没有写任何缩放因子）"
+                what_en = f"bytes of {listed(foreign)}, outside {mine_en}"
+                what_zh = f"{listed(foreign, True)}的字节，不在{mine_zh}之内"
+            return Step("one_per_strip", False,
+                        f"at {where_en}, thread ({t}) of block ({b}) wrote {what_en}; "
+                        "the kernel runs one thread per 1×128 strip: thread (x, y) of the grid owns strip x of row y, "
+                        "its scale and its bytes, and nothing else",
+                        f"{where_zh}时，线程块 ({b}) 的线程 ({t}) 写了{what_zh}；本内核"
+                        "每个 1×128 条带一个线程：网格中的线程 (x, y) 负责第 y 行的第 x 个条带，只写它的缩放因子和字节")
+    return Step("one_per_strip", True, f"one thread per 1×128 strip: at {where_en} each thread wrote one strip's scale "
+                "and bytes", f"每个 1×128 条带一个线程：{where_zh}时每个线程只写一个条带的缩放因子和字节")
 
 
 def _scale_verdict(a: np.ndarray, scales: np.ndarray, want: np.ndarray, wrong: np.ndarray,

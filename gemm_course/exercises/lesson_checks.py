@@ -5,19 +5,24 @@ array element and source line (warp_access.access_log and sequences).
 Each check looks at two shapes (profile_shapes: one of whole tiles, one with partial tiles and three
 blocks in each direction) and at several blocks of each launch (the first, the last and a sample drawn
 with the attempt's seed), so a kernel that does the right thing in one block or at one shape only does
-not pass. The profiles are made once per grading and shared by the checks. The checks (the "type" in
-exercise.json):
+not pass (the barrier count and the block order use shapes of their own: barrier_shapes, ORDER_TILES).
+The profiles are made once per grading and shared by the checks. A check that finds nothing to judge
+(no access of its kind, no block that wrote C, no A tile in shared memory, fewer barriers than k-tiles)
+fails, saying what it expected to see. The checks (the "type" in exercise.json):
 
     sectors, wavefronts   sectors per global request / bank wavefronts per shared instruction of the
                           chosen accesses, within max_excess × the ideal (the course's models)
     reuse                 the bytes a block reads from A and B are at most max_ratio × the bytes of the
                           rows of A and columns of B its tile of C needs: each element fetched once per
                           block, the rest of the reuse coming from shared memory or registers
-    barriers              barriers per k-tile at most max_per_tile (one, for double buffering)
+    barriers              barriers over 4 and 5 k-tiles (barrier_shapes): at least one per k-tile, at most
+                          max_per_tile per k-tile and one before the loop
     prefetch              in every barrier interval where a thread computes on a tile, its loads of the
                           next tile from global memory come before its first shared-memory read
     transposed            the A tile is stored transposed in shared memory: the elements of one k share
-                          a row of the tile
+                          a row of the tile (where each element lands is followed through the data)
+    block_order           each blockIdx.x computes the tile the grouped order (GROUP_M) gives it, read from
+                          the C stores of every block of one launch of 10 × 3 tiles
 """
 from __future__ import annotations
 
@@ -33,24 +38,38 @@ def profile_shapes(lv: Any, resolved: dict[str, Any]) -> list[tuple[int, int, in
     """Two shapes: whole tiles (2 × 2 blocks, 2 k-tiles), and partial tiles with 3 × 3 blocks and a partial
     last k-tile. Rows of A and B stay multiples of 32 bytes long (K, N multiples of 8), so that every row
     starts a sector: a coalesced warp then touches the fewest sectors its bytes can take, and the ideal is
-    exact. Two k-tiles are enough to see every access pattern of a k-loop, and a barrier per tile."""
+    exact. Two k-tiles are enough to see every access pattern of a k-loop; counting barriers takes more
+    (barrier_shapes)."""
     tm, tn, tk = tile_shape(lv, resolved)
     tk = max(tk, 16)  # Level 1 has no k-tile; 16 steps of k are plenty for its access pattern
     return [(2 * tm, 2 * tn, 2 * tk), (3 * tm - 3, 3 * tn - 8, tk + 8)]
 
 
-def _logs(attempt: Attempt) -> list[tuple[tuple[int, int, int], Any]]:
-    """(shape, AccessLog) of the learner's kernel at each profile shape, made once per grading."""
-    if "access_logs" not in attempt.cache:
-        from gemm_course.inspect import warp_access
+def barrier_shapes(lv: Any, resolved: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """The barrier count's own two shapes: 4 whole k-tiles (2 × 2 blocks), and partial tiles with 3 × 3 blocks
+    and 5 k-tiles, the last one partial. Over 2 k-tiles one buffer with two barriers per step (3 or 4) is
+    hard to tell from double buffering (2 or 3); over 4 or 5 it takes 7 or more where double buffering
+    takes at most 5 or 6."""
+    tm, tn, tk = tile_shape(lv, resolved)
+    return [(2 * tm, 2 * tn, 4 * tk), (3 * tm - 3, 3 * tn - 8, 4 * tk + 8)]
 
-        ex = attempt.exercise
-        lv = get_level(ex.level)
-        attempt.cache["access_logs"] = [
-            (shape, warp_access.access_log(ex.level, *shape, source=attempt.source, blocks=PROFILED_BLOCKS,
-                                           rng=attempt.grader_seed, source_name=attempt.file_name, **ex.params))
-            for shape in profile_shapes(lv, lv.resolve(**ex.params))]
-    return attempt.cache["access_logs"]
+
+def _logs(attempt: Attempt, shapes: Optional[list[tuple[int, int, int]]] = None
+          ) -> list[tuple[tuple[int, int, int], Any]]:
+    """(shape, AccessLog) of the learner's kernel at each profile shape (default profile_shapes), each made
+    once per grading."""
+    from gemm_course.inspect import warp_access
+
+    ex = attempt.exercise
+    lv = get_level(ex.level)
+    if shapes is None:
+        shapes = profile_shapes(lv, lv.resolve(**ex.params))
+    made = attempt.cache.setdefault("access_logs", {})
+    for shape in shapes:
+        if shape not in made:
+            made[shape] = warp_access.access_log(ex.level, *shape, source=attempt.source, blocks=PROFILED_BLOCKS,
+                                                 rng=attempt.grader_seed, source_name=attempt.file_name, **ex.params)
+    return [(shape, made[shape]) for shape in shapes]
 
 
 def _summaries(attempt: Attempt) -> list[tuple[tuple[int, int, int], list]]:
@@ -102,15 +121,21 @@ def profile_check(attempt: Attempt, check: dict) -> Step:
                         f"{worst.line}：{zh}中，对{target_zh}的 {worst.width} 字节{kind_zh}{what_zh}为 "
                         f"{worst.worst_per_access:.2f}，是理想值的 {worst.worst_excess:.1f} 倍（允许 {limit:g} 倍）")
     if not seen:
-        return Step(check["type"], False, f"found no {space} access of the kind this check looks at",
-                    f"没有找到此项检查所针对的{'全局' if space == 'global' else '共享'}内存访问")
+        what = " ".join(filter(None, [{True: "store", False: "load"}.get(check.get("write"), "access"),
+                                       f"of {check['array']}" if check.get("array") else None]))
+        what_zh = {True: "写入", False: "读取"}.get(check.get("write"), "访问")
+        return Step(check["type"], False, f"found no {space}-memory {what} in the profiled blocks at either shape, so "
+                    "there is nothing to measure: the check expects the kernel's own accesses of this kind",
+                    f"在两个形状下被分析的线程块中都没有找到{check['array'] + ' 的' if check.get('array') else ''}"
+                    f"{'全局' if space == 'global' else '共享'}内存{what_zh}，无从测量：此项检查针对的是内核自己的这类访问")
     return Step(check["type"], True, f"every checked access within {limit:g}× the ideal {what_en}, at two shapes "
                 "and in every profiled block",
                 f"在两个形状、所有被分析的线程块中，被检查的访问都不超过理想{what_zh}的 {limit:g} 倍")
 
 
 def reuse_check(attempt: Attempt, check: dict) -> Step:
-    """Bytes read from A and B per block against what its tile of C needs (each element once)."""
+    """Bytes read from A and B per block against what its tile of C needs (each element once). Fails with
+    nothing to judge: no profiled block wrote C, or one wrote C without reading A or B."""
     limit = float(check.get("max_ratio", 1.0))
     worst: Optional[tuple[float, tuple, tuple, int, int]] = None
     for shape, sequences in _sequences(attempt):
@@ -123,10 +148,18 @@ def reuse_check(attempt: Attempt, check: dict) -> Step:
                 continue
             needed = (len(rows) * K + K * len(cols)) * 4
             got = sum(a.size for a in accesses if a.array in ("A", "B") and not a.write)
+            if not got:  # C written without reading A or B: nothing measured, so nothing shown reused
+                en, zh = _where(shape, block)
+                return Step("reuse", False,
+                            f"{en} wrote C but read no bytes of A or B from global memory, so there is no reuse to "
+                            "measure: the block's threads should load the rows of A and columns of B its tile needs",
+                            f"{zh} 写了 C，却没有从全局内存读取 A 或 B 的任何字节，无从测量复用：线程块的线程应当加载它那块 C "
+                            "所需的 A 的行和 B 的列")
             if worst is None or got / needed > worst[0]:
                 worst = (got / needed, shape, block, got, needed)
     if worst is None:
-        return Step("reuse", False, "no profiled block wrote C: nothing to measure", "被分析的线程块都没有写 C：无从测量")
+        return Step("reuse", False, "no profiled block wrote C, so there is nothing to measure: each block should store "
+                    "its tile of C", "被分析的线程块都没有写 C，无从测量：每个线程块都应当写出它那块 C")
     ratio, shape, block, got, needed = worst
     en, zh = _where(shape, block)
     if ratio > limit + 1e-9:
@@ -142,33 +175,51 @@ def reuse_check(attempt: Attempt, check: dict) -> Step:
 
 
 def barriers_check(attempt: Attempt, check: dict) -> Step:
-    """Barriers per k-tile, counted from the barrier intervals each profiled block went through."""
+    """Barriers a block passes over its k-loop, counted at barrier_shapes (4 and 5 k-tiles), in every
+    profiled block: at most max_per_tile × tiles + 1. The level's kernel and the shipped solutions pass
+    `tiles` (one publishes tile 0 before the loop, one ends every iteration but the last); a kernel that
+    also syncs after its last tile passes tiles + 1, the most allowed. One buffer with two barriers per
+    step passes 2 × tiles - 1 or more, and fails from 3 k-tiles up. Fewer barriers than k-tiles fail too:
+    such a block does not stage its tiles through shared memory, and there is no double buffering to judge."""
     from gemm_course.inspect import warp_access
 
     ex = attempt.exercise
     lv = get_level(ex.level)
-    _, _, tk = tile_shape(lv, lv.resolve(**ex.params))
-    limit = float(check.get("max_per_tile", 1))
-    worst: Optional[tuple[float, tuple, tuple, int, int]] = None
-    for shape, log in _logs(attempt):
+    resolved = lv.resolve(**ex.params)
+    tk = tile_shape(lv, resolved)[2]
+    per_tile = float(check.get("max_per_tile", 1))
+    worst: Optional[tuple[int, int, tuple, tuple, int]] = None  # (barriers, allowed, shape, block, k-tiles)
+    for shape, log in _logs(attempt, barrier_shapes(lv, resolved)):
         tiles = -(-shape[2] // tk)
+        allowed = int(per_tile * tiles) + 1  # + 1: the barrier that publishes the first tile before the loop
         for block, intervals in warp_access.barrier_intervals(log).items():
             barriers = intervals - 1
-            per_tile = (barriers - 1) / tiles  # one barrier of slack: a kernel may sync once before or after its loop
-            if worst is None or per_tile > worst[0]:
-                worst = (per_tile, shape, block, barriers, tiles)
+            if barriers < tiles:  # too few to have published every k-tile through shared memory: nothing to judge
+                en, zh = _where(shape, block)
+                return Step("barriers", False,
+                            f"{en} passed {barriers} barrier{'s' if barriers != 1 else ''} for {tiles} k-tiles: a block "
+                            "that stages its k-tiles in shared memory needs at least one per k-tile, to publish each "
+                            "tile before its threads read it; the lesson is a double-buffered k-loop over shared tiles",
+                            f"{zh} 为 {tiles} 个 k 分块只经过了 {barriers} 道屏障：把 k 分块放进共享内存的线程块，每个 k 分块"
+                            "至少需要一道屏障，在线程读取之前让这个分块对所有线程可见；本练习要的是在共享分块上双缓冲的 k 循环")
+            if worst is None or barriers - allowed > worst[0] - worst[1]:
+                worst = (barriers, allowed, shape, block, tiles)
     if worst is None:
-        return Step("barriers", False, "no block was profiled", "没有分析任何线程块")
-    per_tile, shape, block, barriers, tiles = worst
+        return Step("barriers", False, "no block was profiled: the grader expected to count the barriers of at least "
+                    "one block over 4 k-tiles", "没有分析任何线程块：评分器需要在 4 个 k 分块上数出至少一个线程块的屏障数")
+    barriers, allowed, shape, block, tiles = worst
     en, zh = _where(shape, block)
-    if per_tile > limit + 1e-9:
+    if barriers > allowed:
         return Step("barriers", False,
-                    f"{en} passed {barriers} barriers for {tiles} k-tiles, more than {limit:g} per k-tile: with two "
-                    "buffers one barrier per k-tile is enough (it both publishes tile t and frees the buffer of tile t-1)",
-                    f"{zh} 为 {tiles} 个 k 分块经过了 {barriers} 道屏障，超过了每个 k 分块 {limit:g} 道：有两块缓冲区时，"
-                    "每个 k 分块一道屏障就够了（它既让第 t 个分块对所有线程可见，也腾出了第 t-1 个分块的缓冲区）")
-    return Step("barriers", True, f"at most {limit:g} barrier per k-tile ({barriers} for {tiles} k-tiles, {en})",
-                f"每个 k 分块至多 {limit:g} 道屏障（{zh}：{tiles} 个 k 分块共 {barriers} 道）")
+                    f"{en} passed {barriers} barriers for {tiles} k-tiles; at most {allowed} allowed ({per_tile:g} per "
+                    "k-tile and one before the loop): with two buffers one barrier per k-tile is enough (it both "
+                    "publishes tile t and frees the buffer of tile t-1)",
+                    f"{zh} 为 {tiles} 个 k 分块经过了 {barriers} 道屏障；最多允许 {allowed} 道（每个 k 分块 {per_tile:g} 道，"
+                    "外加循环前的一道）：有两块缓冲区时，每个 k 分块一道屏障就够了（它既让第 t 个分块对所有线程可见，"
+                    "也腾出了第 t-1 个分块的缓冲区）")
+    return Step("barriers", True, f"at most {per_tile:g} barrier per k-tile and one before the loop ({barriers} for "
+                f"{tiles} k-tiles, {en})",
+                f"每个 k 分块至多 {per_tile:g} 道屏障，外加循环前的一道（{zh}：{tiles} 个 k 分块共 {barriers} 道）")
 
 
 def prefetch_check(attempt: Attempt, check: dict) -> Step:
@@ -205,28 +256,65 @@ def prefetch_check(attempt: Attempt, check: dict) -> Step:
                 "checked)", f"下一个分块的加载都在计算循环之前（检查了 {checked} 个线程区间）")
 
 
+def _a_tile_words(threads: dict, tile: int) -> dict[tuple[int, int], int]:
+    """(m, k) within the tile -> the shared word where the block keeps A element (m, k), followed through the
+    data rather than through instruction order: a word is A's element of row m when every thread that reads
+    it (in the first barrier interval from its store on) computes row m of C and no other (a word of B is
+    read by threads of several rows); its k is the one A element of row m the storing thread loaded in the
+    store's interval (or the interval before, for a copy parked in registers across a barrier). Words with
+    no such single element (a float4 copy, a thread that loaded none) are left out."""
+    c_rows = {t: {a.index[0] for a in seq if a.space == "global" and a.array == "C" and a.write}
+              for t, seq in threads.items()}
+    readers: dict[tuple[int, int], set] = {}  # (word, interval) -> the C rows every reader computes
+    loads: dict[tuple[tuple, int], list[tuple[int, int]]] = {}  # (thread, interval) -> A elements loaded
+    for t, seq in threads.items():
+        for a in seq:
+            if a.space == "shared" and not a.write and c_rows[t]:
+                for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
+                    rows = readers.get((word, a.interval))
+                    readers[(word, a.interval)] = set(c_rows[t]) if rows is None else rows & c_rows[t]
+            elif a.space == "global" and a.array == "A" and not a.write:
+                loads.setdefault((t, a.interval), []).extend(
+                    (a.index[0], a.index[1] + j) for j in range(max(1, a.size // 4)))
+    read_intervals: dict[int, list[int]] = {}
+    for word, interval in sorted(readers):
+        read_intervals.setdefault(word, []).append(interval)
+    place: dict[tuple[int, int], int] = {}
+    for t, seq in threads.items():
+        for a in seq:
+            if a.space != "shared" or not a.write:
+                continue
+            for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
+                later = [i for i in read_intervals.get(word, []) if i >= a.interval]
+                rows = readers[(word, later[0])] if later else set()
+                if len(rows) != 1:
+                    continue  # a word of B, or one nobody computing C reads
+                (m,) = rows
+                for interval in (a.interval, a.interval - 1):
+                    ks = {k for row, k in loads.get((t, interval), []) if row == m}
+                    if ks:
+                        if len(ks) == 1:
+                            place.setdefault((m % tile, ks.pop() % tile), word)
+                        break
+    return place
+
+
 def transposed_check(attempt: Attempt, check: dict) -> Step:
-    """The A tile stored transposed: a thread's next shared store after a load of A element (m, k) is where it
-    keeps it; for each k, the words of the tile's m lie within one padded row (less than 2 × tile words
-    apart), and the rows of consecutive k are at least a tile's width apart."""
+    """The A tile stored transposed: where each A element (m, k) lands in shared memory is found by
+    _a_tile_words (which threads read the word, which element its writer loaded), not by the order of
+    the instructions; then for each k the words of the tile's m lie within one padded row (less than
+    2 × tile words apart), and the rows of consecutive k are at least a tile's width apart. Fails when
+    no profiled block shows 2 × tile A elements in shared memory: there is nothing to judge."""
     ex = attempt.exercise
     lv = get_level(ex.level)
     tile = tile_shape(lv, lv.resolve(**ex.params))[0]
+    judged = 0
     for shape, sequences in _sequences(attempt):
         for block, threads in sequences.items():
-            place: dict[tuple[int, int], int] = {}  # (m, k) within the tile -> shared word
-            for seq in threads.values():
-                pending: Optional[tuple[int, int]] = None
-                for a in seq:
-                    if a.space == "global" and a.array == "A" and not a.write:
-                        pending = (a.index[0] % tile, a.index[1] % tile)
-                    elif a.space == "shared" and a.write and pending is not None:
-                        place.setdefault(pending, a.index[0] // 4)
-                        pending = None
-                    elif a.space == "global":
-                        pending = None
+            place = _a_tile_words(threads, tile)
             if len(place) < 2 * tile:
                 continue
+            judged += 1
             words: dict[int, list[int]] = {}
             for (m, k), w in place.items():
                 words.setdefault(k, []).append(w)
@@ -241,5 +329,71 @@ def transposed_check(attempt: Attempt, check: dict) -> Step:
                             "change only how a row is padded or where its elements go within it",
                             f"{zh} 中 A 分块没有按转置存放：同一个 k 的元素 (m, k) 应当位于分块的同一行（As[k][m]），"
                             "本级的计算循环正是这样读取的；请保留这种布局，只改变行的填充方式或行内元素的位置")
-    return Step("transposed", True, "the A tile is stored transposed (As[k][m]) in every profiled block",
-                "在所有被分析的线程块中，A 分块都按转置（As[k][m]）存放")
+    if not judged:
+        return Step("transposed", False,
+                    f"found no block where {2 * tile} or more elements of A go into shared memory one by one and are "
+                    "read there by the threads of their row of C: load each element of A with its own load, store it "
+                    "into the shared tile, and compute from the tile",
+                    f"没有找到这样的线程块：其中至少 {2 * tile} 个 A 元素被逐个存入共享内存，并由计算 C 中对应行的线程"
+                    "从那里读取：请用单独的读取加载 A 的每个元素，存入共享分块，并从分块中计算")
+    return Step("transposed", True, f"the A tile is stored transposed (As[k][m]) in every profiled block ({judged} "
+                "judged)", f"在所有被分析的线程块中，A 分块都按转置（As[k][m]）存放（判断了 {judged} 个）")
+
+
+def grouped_tile(block: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
+    """(tile row, tile column) block number `block` computes in the grouped order: groups of group_m tile
+    rows (the last one may be shorter), each walked down one column of the group before the next."""
+    per_group = group_m * tiles_n
+    first_m = block // per_group * group_m
+    rows = min(group_m, tiles_m - first_m)
+    within = block % per_group
+    return first_m + within % rows, within // rows
+
+
+ORDER_TILES = (10, 3)  # the statement's example: two groups of 8 rows, the second 2 rows high
+
+
+def block_order_check(attempt: Attempt, check: dict) -> Step:
+    """Which tile of C each blockIdx.x computes, read from the C stores of every block of one launch of
+    ORDER_TILES tiles (one k-tile deep), against grouped_tile. Fails when a block stores no element of C,
+    or parts of several tiles, or another tile than the grouped order gives it."""
+    from gemm_course.inspect import warp_access
+
+    ex = attempt.exercise
+    lv = get_level(ex.level)
+    resolved = lv.resolve(**ex.params)
+    tm, tn, tk = tile_shape(lv, resolved)
+    tiles_m, tiles_n = ORDER_TILES
+    group = int(resolved.get("group_m", 1))
+    shape = (tiles_m * tm, tiles_n * tn, tk)
+    every_block = [(b, 0, 0) for b in range(tiles_m * tiles_n)]
+    log = warp_access.access_log(ex.level, *shape, source=attempt.source, blocks=every_block, rng=attempt.seed,
+                                 source_name=attempt.file_name, **ex.params)
+    where_en = f"at {shape[0]}×{shape[1]}×{shape[2]} ({tiles_m}×{tiles_n} tiles of {tm}×{tn}, GROUP_M = {group})"
+    where_zh = f"{shape[0]}×{shape[1]}×{shape[2]} 时（{tiles_m}×{tiles_n} 个 {tm}×{tn} 分块，GROUP_M = {group}）"
+    computed: dict[int, tuple[int, int]] = {}
+    for (b, _, _), threads in sorted(warp_access.sequences(log).items()):
+        tiles = {(a.index[0] // tm, a.index[1] // tn) for seq in threads.values() for a in seq
+                 if a.space == "global" and a.array == "C" and a.write}
+        if len(tiles) != 1:
+            what_en = "no element of C" if not tiles else f"parts of {len(tiles)} tiles"
+            what_zh = "没有写 C 的任何元素" if not tiles else f"写了 {len(tiles)} 个分块的各一部分"
+            return Step("order", False, f"{where_en}: block {b} stored {what_en}; each block computes exactly one tile, "
+                        f"here {grouped_tile(b, tiles_m, tiles_n, group)}",
+                        f"{where_zh}：线程块 {b} {what_zh}；每个线程块恰好计算一个分块，这里应为 "
+                        f"{grouped_tile(b, tiles_m, tiles_n, group)}")
+        computed[b] = tiles.pop()
+    wrong = [b for b, tile in computed.items() if tile != grouped_tile(b, tiles_m, tiles_n, group)]
+    if wrong:
+        shown = wrong[:4]
+        got = ", ".join(f"block {b} computed {computed[b]}" for b in shown)
+        got_zh = "，".join(f"线程块 {b} 计算的是 {computed[b]}" for b in shown)
+        want = ", ".join(f"{grouped_tile(b, tiles_m, tiles_n, group)}" for b in shown)
+        return Step("order", False,
+                    f"{where_en}, tiles as (tile row, tile column): {got}; the grouped order gives them {want}: "
+                    f"blocks 0..{group - 1} go down tile column 0 of the first {group} tile rows, block {group} starts "
+                    "column 1, and the last group has only the rows that are left",
+                    f"{where_zh}，分块记作（分块行，分块列）：{got_zh}；按分组顺序它们应当是 {want}：线程块 "
+                    f"0..{group - 1} 沿前 {group} 个分块行的第 0 列向下，线程块 {group} 开始第 1 列，最后一组只有剩下的那几行")
+    return Step("order", True, f"{where_en}: every block computes the tile the grouped order gives it",
+                f"{where_zh}：每个线程块计算的都是分组顺序分给它的分块")
