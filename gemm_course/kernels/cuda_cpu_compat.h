@@ -58,7 +58,9 @@
 #include <utility>
 
 #include <dlfcn.h>
-#include <link.h>
+#ifdef __linux__
+#include <link.h>  // dl_iterate_phdr: this library's read-only segments
+#endif
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -729,6 +731,7 @@ GC_RUNTIME inline void flush_printf() {
     rt.printf_used = rt.printf_dropped = 0;
 }
 
+#ifdef __linux__
 // This library's read-only segments (code, constants), which the kernel may read.
 GC_RUNTIME inline int note_segment(dl_phdr_info* info, size_t, void* mine) {
     if (info->dlpi_addr != (ElfW(Addr))mine) return 0;
@@ -740,6 +743,7 @@ GC_RUNTIME inline int note_segment(dl_phdr_info* info, size_t, void* mine) {
     }
     return 1;
 }
+#endif
 
 // ---- fibers and the barrier ---------------------------------------------------------------------
 
@@ -1168,10 +1172,12 @@ GC_RUNTIME inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), voi
     rt.bad_address = 0;
     rt.bad_other_block = 0;
 #ifdef GC_CPU_RACE_CHECK
+#ifdef __linux__
     if (!rt.readonly_count) {
         Dl_info mine;
         if (dladdr((void*)&signal_pc, &mine)) dl_iterate_phdr(note_segment, mine.dli_fbase);
     }
+#endif
     for (int i = 0; i < rt.array_count && i < Runtime::kMaxArrays; ++i)
         if (rt.arrays[i].writable) {
             const size_t granules = rt.arrays[i].bytes / (size_t)(rt.arrays[i].itemsize > 0 ? rt.arrays[i].itemsize : 1) + 1;
