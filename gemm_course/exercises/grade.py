@@ -236,6 +236,46 @@ def graded_operands(M: int, N: int, K: int, seed: int) -> tuple[np.ndarray, np.n
 UNSET_LOCAL = 1e30  # |C| beyond this: the CPU backend's pattern for an uninitialised local (about -1.7e38)
 
 
+def epilogue_mistake(resolved: dict[str, Any], product: np.ndarray, extra: dict[str, Any],
+                     C_initial: Optional[np.ndarray], C: np.ndarray, alpha: float, beta: float,
+                     bound: float) -> Optional[tuple[str, str]]:
+    """Which switch of an epilogue a wrong C got wrong, when C is exactly the result of one such mistake
+    (the bias left out, the activation left out or applied after beta·C_old, beta·C_old left out, or C read
+    although the setting does not accumulate); None when it is none of them."""
+    from gemm_course.run.check import _epilogue_reference, relative_error
+
+    bias = extra["bias"] if extra["bias"] is not False else None
+    C_old = C_initial.astype(np.float64) if C_initial is not None else None
+
+    def result(**change: Any) -> np.ndarray:
+        p = dict(resolved) | change
+        return _epilogue_reference(p, product, bias if p["bias"] else None, C_old, np, alpha, beta)
+
+    if C_initial is None and np.isnan(C).all():
+        return ("every element is NaN: with accumulate off (HAS_BETA false) C is no input and starts as NaN here, so "
+                "a kernel that reads it anyway (beta·C is NaN even when it should not count) gets NaN",
+                "所有元素都是 NaN：累加关闭（HAS_BETA 为假）时 C 不是输入，这里它的初值是 NaN；内核若仍然读取它"
+                "（此时 beta·C 也是 NaN）就会得到 NaN")
+    candidates = []
+    if resolved.get("bias"):
+        candidates.append(({"bias": False}, ("C matches the result without the bias: the bias is not added (HAS_BIAS "
+                                             "ignored?)", "C 与不加偏置的结果一致：偏置没有加上（忽略了 HAS_BIAS？）")))
+    if resolved.get("activation", "none") != "none":
+        candidates.append(({"activation": "none"}, ("C matches the result without the activation: it is not applied "
+                                                    "(ACT ignored?)", "C 与不做激活的结果一致：激活没有执行（忽略了 ACT？）")))
+    if resolved.get("accumulate"):
+        candidates.append(({"accumulate": False}, ("C matches the result without beta·C_old: the old C is not added "
+                                                   "(HAS_BETA ignored?)", "C 与不加 beta·C_old 的结果一致：没有加上旧的 C"
+                                                   "（忽略了 HAS_BETA？）")))
+    matching = [named for change, named in candidates if relative_error(C, result(**change)) <= bound]
+    if resolved.get("accumulate") and resolved.get("activation") == "relu":
+        X = float(np.float32(alpha)) * product + (bias.astype(np.float64) if bias is not None else 0.0)
+        if relative_error(C, np.maximum(X + float(np.float32(beta)) * C_old, 0.0)) <= bound:
+            matching.append(("C matches the activation applied after beta·C_old: add beta·C_old last",
+                             "C 与先加 beta·C_old 再做激活的结果一致：beta·C_old 应当最后再加"))
+    return matching[0] if len(matching) == 1 else None  # two explanations fit (a tiny shape): name neither
+
+
 def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]], file_name: str = "my_kernel.cu",
                     params: Optional[dict[str, Any]] = None, seed: int = 0, order_seed: int = 0,
                     compare_orders: bool = True) -> list[Step]:
@@ -255,6 +295,7 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
     from . import native
 
     session = native.active()
+    first_failure: Optional[tuple[tuple[str, str], str, str]] = None
     for n, (M, N, K) in enumerate(shapes):
         A, B = graded_operands(M, N, K, seed * 31 + n)
         C = np.full((M, N), np.nan, dtype=np.float32)
@@ -320,12 +361,23 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
                 note += ("; a value near ±1.7e38 is what the CPU run puts in a local variable that was never "
                          "given a value: an accumulator without `= 0`?")
                 note_zh += "；接近 ±1.7e38 的值是 CPU 运行给从未赋值的局部变量填入的值：是否有累加器没有初始化为 0？"
+            failed = (f"wrong at {shape}: relative error {err:.2e} (bound {bound:.1e}); worst element "
+                      f"C[{i}, {j}] = {got:.6g}, expected {want:.6g}",
+                      f"{shape} 时结果错误：相对误差 {err:.2e}（上限 {bound:.1e}）；误差最大的元素 "
+                      f"C[{i}, {j}] = {got:.6g}，应为 {want:.6g}")
+            named = epilogue_mistake(resolved, product, extra, C_initial, C, alpha, beta, bound) if lv.epilogue else None
+            if lv.epilogue and not named and first_failure is None and n + 1 < len(shapes):
+                first_failure = (failed, note, note_zh)  # a tiny shape fits several mistakes: a bigger one names it
+                continue
+            if first_failure is not None:
+                failed, note, note_zh = first_failure
+            if named:
+                note, note_zh = f"; {named[0]}", f"；{named[1]}"
             return [Step("compile", True, "compiles", "可以编译"),
-                    Step("correct", False,
-                         f"wrong at {shape}: relative error {err:.2e} (bound {bound:.1e}); worst element "
-                         f"C[{i}, {j}] = {got:.6g}, expected {want:.6g}{note}",
-                         f"{shape} 时结果错误：相对误差 {err:.2e}（上限 {bound:.1e}）；误差最大的元素 "
-                         f"C[{i}, {j}] = {got:.6g}，应为 {want:.6g}{note_zh}")]
+                    Step("correct", False, failed[0] + note, failed[1] + note_zh)]
+    if first_failure is not None:
+        failed, note, note_zh = first_failure
+        return [Step("compile", True, "compiles", "可以编译"), Step("correct", False, failed[0] + note, failed[1] + note_zh)]
     shown = ", ".join(f"{M}×{N}×{K}" for M, N, K in shapes)
     return [Step("compile", True, "compiles", "可以编译"),
             Step("correct", True, f"right on {shown}{setting}, no shared-memory race, no out-of-bounds access",

@@ -43,6 +43,8 @@ from typing import Callable, Optional, Sequence
 
 from gemm_course.run import cpu_backend
 from .grade import Attempt, Step, _code_only
+from .sandbox import MEMORY_BYTES, _limits
+from .screen import Refusal as ScreenRefusal, screen_tokens
 
 STEP = "index_math"
 RUN_TIMEOUT_S = 5
@@ -178,6 +180,10 @@ def find_function(source: str, code: str, name: str, arity: int) -> Function:
                           "(the kernel passes lane, warp, stage, ... in)",
                           f"`{name}` 用到了 `{word}`：它必须是只依赖整数参数的纯函数（lane、warp、stage 等由内核传入）")
     line = source.count("\n", 0, start) + 1
+    try:  # no builtin (__builtin_printf, ...), attribute or assembly: the value is all a function may produce
+        screen_tokens(body, f"`{name}`")
+    except ScreenRefusal as err:
+        raise Refusal(err.en, err.zh) from None
     return Function(name, start, end, line, source[start:end], head, tuple(params), tuple(declarations))
 
 
@@ -196,15 +202,18 @@ def called_outside(code: str, name: str, definitions: Sequence[Function]) -> boo
 # --- running the functions on the CPU -------------------------------------------------------------
 
 def _harness(functions: Sequence[Function], helpers: Sequence[Function], file_name: str) -> str:
+    # No header before the learner's functions: they can call nothing but min, max and each other (the C
+    # library, which the harness uses to print the values, comes after them).
     parts = ["#define __device__", "#define __host__", "#define __forceinline__ inline", "#define __noinline__",
-             "#include <algorithm>", "#include <cstdio>", "using std::min; using std::max;"]
+             "template <class T> inline T min(T a, T b) { return b < a ? b : a; }",
+             "template <class T> inline T max(T a, T b) { return a < b ? b : a; }"]
     for f in (*helpers, *functions):  # prototypes: the functions may call one another in any order
         parts.append(f"{f.head} {f.name}({', '.join(f.declarations)});")
     for f in (*helpers, *functions):
         parts.append(f'#line {f.line} "{file_name}"\n{f.text}')
     cases = "\n".join(f"        case {i}: r = (long long){f.name}({', '.join(f'a[{k}]' for k in range(len(f.params)))}); break;"
                       for i, f in enumerate(functions))
-    parts.append(f'#line 1 "index_math_harness"\n'
+    parts.append(f'#line 1 "index_math_harness"\n#include <cstdio>\n'
                  "int main() {\n    int f; int a[8];\n    while (std::scanf(\"%d\", &f) == 1) {\n"
                  "        for (int k = 0; k < 8; ++k) a[k] = 0;\n"
                  "        int n; std::scanf(\"%d\", &n);\n        for (int k = 0; k < n; ++k) std::scanf(\"%d\", &a[k]);\n"
@@ -248,7 +257,10 @@ def evaluate(functions: Sequence[Function], helpers: Sequence[Function], calls: 
     order = [(name, args) for name, many in calls.items() for args in many]
     stdin = "".join(f"{index[name]} {len(args)} {' '.join(map(str, args))}\n" for name, args in order)
     try:
-        done = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        with tempfile.TemporaryDirectory(prefix="gemm_course_index_math_") as home:  # limits as a graded kernel's
+            done = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                                  cwd=home, env={"PATH": "/usr/bin:/bin", "HOME": home},
+                                  preexec_fn=lambda: _limits(RUN_TIMEOUT_S + 1, MEMORY_BYTES, 0))
         out, code = done.stdout, done.returncode
     except subprocess.TimeoutExpired as err:
         out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
