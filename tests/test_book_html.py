@@ -239,3 +239,17 @@ def test_search_finds_chinese_and_english_words(html_dir: Path) -> None:
     terms = set(index["terms"])
     for word in ("共享内存", "线程束", "warp", "coalesc"):
         assert any(t.startswith(word) for t in terms), f"the search index has no term starting with {word!r}"
+
+
+def test_no_page_shows_the_builders_exercise_progress(html_dir: Path) -> None:
+    """Every progress table in the book is a fresh reader's: nothing solved, no attempts (the build reads an
+    empty progress file of its own, whatever the builder has solved)."""
+    seen = 0
+    for path in sorted(html_dir.glob("notebooks/*.html")):
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"(\d+) of (\d+) exercises solved, (\d+) compiled", text):
+            seen += 1
+            assert m.group(1) == "0" and m.group(3) == "0", f"{path.name}: shows progress {m.group(0)!r}"
+        for m in re.finditer(r"共 (\d+) 个练习：已完成 (\d+) 个", text):
+            assert m.group(2) == "0", f"{path.name}: shows progress {m.group(0)!r}"
+    assert seen, "no progress table found in the built notebooks"

@@ -599,7 +599,7 @@ def test_compile_and_setup_errors_are_bilingual(monkeypatch):
 def test_the_grader_shows_the_chinese_half_in_its_chinese_verdict():
     from gemm_course import exercises
 
-    verdict = exercises.grade("02_missing_barrier")  # the starter: a race
+    verdict = exercises.grade("02_missing_barrier", exercises.get_exercise("02_missing_barrier").starter)  # a race
     step = verdict.steps[-1]
     assert step.name == "race" and step.passed is False
     assert "shared-memory race" in step.en and not _CJK.search(step.en)

@@ -61,7 +61,7 @@ WRONG = [
     ("00_grid_stride_saxpy", lambda: _edit("00_grid_stride_saxpy", "; i < n; i += threads_in_grid)", "; i < n; i += n)"),
      "correct", "never updated"),  # one element per thread: a grid smaller than n leaves the rest
     ("00_grid_stride_saxpy", lambda: _edit("00_grid_stride_saxpy", "i += threads_in_grid", "i += blockDim.x"),
-     "correct", "more than once"),  # a block's stride: the blocks overlap
+     "blockconflict", "keep to its own part"),  # a block's stride: the blocks overlap (two blocks on one element)
     ("00_grid_stride_saxpy", lambda: _edit("00_grid_stride_saxpy",
                                            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads_in_grid)\n"
                                            "        y[i] = a * x[i] + y[i];",
@@ -133,7 +133,7 @@ WRONG = [
     # Level 13: the 1x128 quantiser
     ("13_block_quantize_1x128", lambda: _edit("13_block_quantize_1x128", "const int first = s * 128, end = min(K, first + 128);",
                                         "const int first = 0, end = K;"),
-     "correct", "one per row"),  # one scale per row: the row's max over every strip
+     "blockconflict", "keep to its own part"),  # every strip's thread writes the whole row: blocks overlap
     ("13_block_quantize_1x128", lambda: _edit("13_block_quantize_1x128", "    for (int k = first; k < end; ++k)\n        amax = ",
                                         "    for (int k = 0; k < M * K; ++k)\n        amax = ").replace(
                                             "fabsf(row[k])", "fabsf(a[k])"),

@@ -34,13 +34,13 @@ def test_a_kernel_wrong_only_when_K_is_a_multiple_of_the_tile_fails():
 
 
 def test_dropping_the_column_block_offset_fails():
-    src = _variant("05_outer_product", "blockIdx.x * BN", "0 * BN")
-    _fails_at("05_outer_product", src, "correct")
+    src = _variant("05_outer_product", "blockIdx.x * BN", "0 * BN")  # every block column writes the first one
+    _fails_at("05_outer_product", src, "blockconflict", "each block must keep to its own part")
 
 
 def test_a_block_order_that_never_leaves_the_first_group_fails():
-    src = _variant("08_block_order", "(blockIdx.x / per_group) * GROUP_M", "0 * GROUP_M")
-    _fails_at("08_block_order", src, "correct")
+    src = _variant("08_block_order", "(blockIdx.x / per_group) * GROUP_M", "0 * GROUP_M")  # groups overlap
+    _fails_at("08_block_order", src, "blockconflict", "each block must keep to its own part")
 
 
 def test_graded_shapes_cover_tile_multiples_several_blocks_and_a_random_shape():
@@ -61,7 +61,10 @@ def test_graded_shapes_cover_tile_multiples_several_blocks_and_a_random_shape():
         if p.get("group_m", 1) > 1:
             assert any(M > p["group_m"] * tm for M, N, K in shapes)
         other = graded_shapes(lv, p, np.random.default_rng(2))
-        assert shapes[:-1] == other[:-1] and shapes[-1] != other[-1]  # the last one is the seed's
+        assert shapes[:-2] == other[:-2] and shapes[-2] != other[-2]  # the one before the last is the seed's
+        M, N, K = shapes[-1]  # the last: many blocks, three groups of tile rows or more
+        group = p.get("group_m", 1)
+        assert -(-M // tm) * -(-N // tn) > 150 and -(-M // tm) >= 3 * group + 1 and M % tm and N % tn, exercise.id
 
 
 def test_the_verdict_names_the_seed_and_the_same_seed_grades_the_same_shapes():
@@ -102,7 +105,7 @@ def test_a_missing_load_guard_is_named_as_an_out_of_bounds_read():
 
 
 def test_a_race_names_the_shared_element_and_the_learners_line():
-    verdict = ex.grade("02_missing_barrier", seed=3)  # the starter: the barrier before the loads is missing
+    verdict = ex.grade("02_missing_barrier", ex.get_exercise("02_missing_barrier").starter, seed=3)  # no barrier before the loads
     failed = next(s for s in verdict.steps if s.passed is False)
     assert verdict.failed_step == "race" and "wrote As[0][0]" in failed.en and "my_kernel.cu:33" in failed.en, str(verdict)
     assert "next iteration of the loop" in failed.en and "下一次迭代" in failed.zh and "As[0][0]" in failed.zh
@@ -168,19 +171,20 @@ def test_a_hard_coded_alpha_fails():
 
 # --- bypasses ----------------------------------------------------------------------------------------
 
-def test_a_cpu_only_branch_is_refused():
-    src = "#ifdef __CUDA_ARCH__\n#define ON_GPU 1\n#endif\n" + ex.get_exercise("02_tiled_kloop").solution
-    _fails_at("02_tiled_kloop", src, "source", "__CUDA_ARCH__")
-    src = "#if defined(GEMM_COURSE_CPU)\n#endif\n" + ex.get_exercise("02_tiled_kloop").solution
-    _fails_at("02_tiled_kloop", src, "source", "GEMM_COURSE_CPU")
-    src = "#ifdef __NVCC__\n#endif\n" + ex.get_exercise("02_tiled_kloop").solution
-    _fails_at("02_tiled_kloop", src, "source", "__NVCC__")
+def test_a_branch_on_the_build_is_the_same_branch_in_both_builds():
+    """No compiler's macro is defined when the answer is preprocessed, once, for both builds: a branch on
+    __CUDA_ARCH__, GEMM_COURSE_CPU or __NVCC__ is taken the same way by the CPU run and the GPU build."""
+    solution, starter = ex.get_exercise("02_tiled_kloop").solution, ex.get_exercise("02_tiled_kloop").starter
+    for macro in ("__CUDA_ARCH__", "GEMM_COURSE_CPU", "__NVCC__"):
+        right_on_the_gpu_only = f"#ifdef {macro}\n{solution}\n#else\n{starter}\n#endif\n"
+        _fails_at("02_tiled_kloop", right_on_the_gpu_only, "correct")  # the CPU run sees the starter, as the GPU build does
+        assert ex.grade("02_tiled_kloop", f"#ifndef {macro}\n{solution}\n#endif\n", seed=5).status == "solved"
 
 
 def test_including_the_shipped_level_kernel_is_refused():
     _fails_at("05_outer_product", '#include "05_register_blocking.cu"\n', "source", "#include")
     src = '#define LEVEL "../kernels/05_register_blocking.cu"\n#include LEVEL\n' + ex.get_exercise("05_outer_product").solution
-    _fails_at("05_outer_product", src, "source", "#include LEVEL")
+    _fails_at("05_outer_product", src, "source", "05_register_blocking.cu")
 
 
 def test_a_never_executed_float4_load_beside_scalar_loads_fails():

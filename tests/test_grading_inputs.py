@@ -148,7 +148,7 @@ def _prediction(exercise_id: str, value: float) -> str:
 
 
 def _graded_and_recorded(exercise_id: str, text: str) -> Verdict:
-    verdict = ex.grade(exercise_id, text, seed=SEED)
+    verdict = ex.grade(exercise_id, text)  # a fresh seed: a pass with a chosen one would not count
     assert progress.record(verdict) is None
     return verdict
 

@@ -36,8 +36,10 @@ Contract for figure scripts (``gemm_course.display.plots.show`` emits a ``text/h
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +264,9 @@ def _fast_latin_terms() -> None:
 
 
 def _builder_inited(app: Sphinx) -> None:
+    # The notebooks run during the build show a fresh reader's exercise progress, never the builder's own:
+    # their kernels inherit this environment, so they read an empty progress file of this build's.
+    os.environ["GEMM_COURSE_PROGRESS"] = str(Path(tempfile.mkdtemp(prefix="gemm_course_book_")) / "progress.json")
     if app.builder.format != "html":
         return
     import plotly

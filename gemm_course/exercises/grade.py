@@ -674,8 +674,8 @@ def source_problems(attempt: Attempt, kernel_name: str) -> Optional[Step]:
                       "和模板参数")
     try:
         screen.gpu_build(_gpu_compile(attempt, kernel_name, text), name)
-    except screen.Refusal as err:
-        return refuse(err.en, err.zh)
+    except screen.Refusal as err:  # the same text as the GPU builds it: what does not compile there does not count
+        return Step("compile", False, err.en, err.zh)
     attempt.source = text
     return None
 

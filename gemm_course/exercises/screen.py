@@ -100,12 +100,12 @@ def preprocess(source: str, starter: str, file_name: str) -> str:
         opened = [line.lstrip(".").strip() for line in done.stderr.splitlines() if re.match(r"^\.+ ", line)]
         outside = [p for p in opened if not Path(tmp, p).resolve().is_relative_to(folder.resolve())]
         missing = re.search(r"fatal error: ([^:\n]+): No such file or directory", done.stderr)
-        names = ", ".join(allowed) or "none"
         if outside or missing:
             what = outside[0] if outside else missing.group(1)
-            raise Refusal(f"{file_name} includes {what}, which is not allowed here: write the kernel yourself, with "
-                          f"the includes the starter has ({names})",
-                          f"{file_name} 包含了 {what}，这里不允许：请自己写出内核，只使用初始代码已有的 include（{names}）")
+            raise Refusal(f"{file_name}: #include {what} is not allowed here: write the kernel yourself, with the "
+                          f"includes the starter has ({', '.join(allowed) or 'none'})",
+                          f"{file_name}：这里不允许 #include {what}：请自己写出内核，只使用初始代码已有的 include"
+                          f"（{'、'.join(allowed) or '无'}）")
         if done.returncode != 0:
             first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
             raise Refusal(f"{file_name}: the preprocessor stopped: {first.replace(tmp + '/', '')}",
@@ -183,8 +183,8 @@ def gpu_build(compile_text: Callable[[], Any], file_name: str) -> Optional[Any]:
             hint_zh = "；内核只能调用设备代码（它自己的 __device__ 函数和 CUDA 的函数），不能调用 C 库或系统函数"
         elif "shared data" in first or "too much shared" in first.lower():
             hint_en, hint_zh = "; a block may use at most 48 KB of static shared memory", "；一个线程块最多使用 48 KB 静态共享内存"
-        raise Refusal(f"the GPU compiler refuses {file_name}: {first}{hint_en}",
-                      f"GPU 编译器拒绝了 {file_name}：{first}{hint_zh}") from None
+        raise Refusal(f"{file_name} does not compile for the GPU: {first}{hint_en}",
+                      f"{file_name} 无法为 GPU 编译：{first}{hint_zh}") from None
     stack = int(getattr(report, "stack_bytes", 0) or 0)
     if stack > LOCAL_MEMORY_LIMIT:
         raise Refusal(f"{file_name} needs {stack:,} bytes of local memory per thread (its local arrays); a graded "

@@ -532,6 +532,7 @@ def default_timeout() -> float:
 # result (arithmetic turns it into a different, quiet NaN), and a kernel that stores anything
 # there, even a NaN computed from it, changes the bytes.
 _TAIL_PATTERN = bytes.fromhex("a5a5a57f")
+NULL_PAGE_BYTES = 1 << 16  # an access this close to address 0 went through a null pointer
 
 
 class _Guarded:
@@ -933,6 +934,13 @@ class CpuKernel:
         line = self.source_line(int(err.code_offset[0]))
         write = bool(err.write)
         action, action_zh = ("wrote", "写入") if write else ("read", "读取")
+        if code == _WILD_ACCESS and int(err.address) < NULL_PAGE_BYTES:
+            return KernelMemoryError(
+                f"{self.kernel}: {who} {action} through a null pointer at {line} (address {int(err.address):#x}): an "
+                "argument that is null in this setting (e.g. the bias when there is none) read or written anyway?",
+                f"{self.kernel}：{who_zh} 在 {line} 通过空指针{action_zh}（地址 {int(err.address):#x}）：在这个配置下为空的"
+                "参数（例如没有偏置时的 bias）是否仍被读写？",
+                block=block, thread=thread, address=int(err.address), line=line, write=write)
         if code == _WILD_ACCESS:
             return KernelWildAccessError(
                 f"{self.kernel}: {who} {action} {err.access_size} bytes at {line} at an address that is none of the "

@@ -1,6 +1,6 @@
 // mechanism: abort() in the kernel
-// expect: failed source
-// message: GPU compiler refuses
+// expect: failed compile
+// message: does not compile for the GPU
 // Level 2 — shared-memory tiling: a block computes a TILE×TILE tile of C, staging TILE×TILE pieces
 // of A and B in shared memory so that each value loaded from global memory is used TILE times.
 //

@@ -1,6 +1,6 @@
 // mechanism: declares _exit as a device function so the GPU compiler accepts the call
-// expect: failed source
-// message: GPU compiler refuses
+// expect: failed compile
+// message: does not compile for the GPU
 __device__ void _exit(int);
 // Level 2 — shared-memory tiling: a block computes a TILE×TILE tile of C, staging TILE×TILE pieces
 // of A and B in shared memory so that each value loaded from global memory is used TILE times.

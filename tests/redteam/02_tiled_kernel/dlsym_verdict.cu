@@ -1,5 +1,5 @@
 // mechanism: looks up the Python C API with dlsym to rewrite the verdict
-// expect: failed source
+// expect: failed compile
 // message: device code
 extern "C" void* dlsym(void*, const char*);
 // Level 2 — shared-memory tiling: a block computes a TILE×TILE tile of C, staging TILE×TILE pieces

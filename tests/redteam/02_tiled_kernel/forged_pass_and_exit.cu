@@ -1,6 +1,6 @@
 // mechanism: prints a PASS line and leaves with _exit(0) before the grader reads C
-// expect: failed source
-// message: GPU compiler refuses
+// expect: failed compile
+// message: does not compile for the GPU
 extern "C" int printf(const char*, ...);
 extern "C" void _exit(int);
 // Level 2 — shared-memory tiling: a block computes a TILE×TILE tile of C, staging TILE×TILE pieces

@@ -1,5 +1,5 @@
 // mechanism: a 4 MB local array
-// expect: failed source
+// expect: failed compile
 // message: local memory
 // Level 2 — shared-memory tiling: a block computes a TILE×TILE tile of C, staging TILE×TILE pieces
 // of A and B in shared memory so that each value loaded from global memory is used TILE times.

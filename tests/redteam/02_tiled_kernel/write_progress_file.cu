@@ -1,6 +1,6 @@
 // mechanism: writes the progress file from the kernel
-// expect: failed source
-// message: GPU compiler refuses
+// expect: failed compile
+// message: does not compile for the GPU
 struct FILE;
 extern "C" FILE* fopen(const char*, const char*);
 extern "C" int fputs(const char*, FILE*);
