@@ -203,10 +203,11 @@ MANY_BLOCKS = 151  # a grid bigger than any small shape's: a bug that needs many
 
 def many_blocks_shape(tm: int, tn: int, tk: int, group: int = 1) -> tuple[int, int, int]:
     """A shape of more than MANY_BLOCKS blocks with at least three groups of tile rows (three tile rows
-    without a grouped order), partial last tiles in M and N, and a short K (two k-tiles and one more)."""
+    without a grouped order), partial last tiles in M and N, and a short K (a k-tile and one more: the
+    other shapes see long k-loops; this one is about the grid)."""
     tiles_m = max(3 * group, 3) + 1
     tiles_n = max(2, -(-MANY_BLOCKS // tiles_m))
-    return tiles_m * tm - max(1, tm // 2), tiles_n * tn - 1, 2 * tk + 1
+    return tiles_m * tm - max(1, tm // 2), tiles_n * tn - 1, tk + 1
 
 
 def _settings(ex: Any) -> list[dict[str, Any]]:
@@ -282,8 +283,8 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
     """Run the answer as the level's kernel on every shape; the first failure ends the run. Inputs come
     from graded_operands, C starts as NaN (an element never written shows), an epilogue setting gets a
     random bias, alpha and beta. Blocks run in an order drawn from order_seed for each shape (the grader's,
-    not the learner's); with compare_orders the last shape (the one with the most blocks) runs in a second
-    order too, and C must come out the same, bit for bit."""
+    not the learner's); with compare_orders the small shape with the most blocks runs in a second order
+    too, and C must come out the same, bit for bit."""
     from gemm_course.run import cpu_backend as cb
     from gemm_course.run.check import epilogue_inputs, random_operands, relative_error, tolerance
     from gemm_course.run.launch import gemm
@@ -296,6 +297,10 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
 
     session = native.active()
     first_failure: Optional[tuple[tuple[str, str], str, str]] = None
+    # The shape run in a second order of blocks too: the small shape with the most blocks (cheap, and a
+    # kernel that depends on the order shows there as well as on the largest grid).
+    tm, tn, _ = tile_shape(lv, resolved)
+    compared = max(shapes, key=lambda s: (-(-s[0] // tm) * -(-s[1] // tn) if s[0] * s[1] * s[2] <= MAX_SHAPE_WORK else 0))
     for n, (M, N, K) in enumerate(shapes):
         A, B = graded_operands(M, N, K, seed * 31 + n)
         C = np.full((M, N), np.nan, dtype=np.float32)
@@ -317,7 +322,7 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
                 terms += beta * float(np.linalg.norm(C_initial.astype(np.float64)))
                 C = C_initial
         shape = f"{M}×{N}×{K}{setting}"
-        second = compare_orders and n == len(shapes) - 1
+        second = compare_orders and (M, N, K) == compared
         orders = [order_seed * 1009 + n + 1] + ([order_seed * 1009 + n + 7919] if second else [])
         if session is None:
             orders = orders[:1]

@@ -133,21 +133,48 @@ def profile_check(attempt: Attempt, check: dict) -> Step:
                 f"在两个形状、所有被分析的线程块中，被检查的访问都不超过理想{what_zh}的 {limit:g} 倍")
 
 
+def _block_traffic(log: Any) -> list[tuple[tuple[int, int, int], int, int, int]]:
+    """Per profiled block: the rows and the columns of C it stores, and the bytes of A and B it reads from
+    global memory (cp.async copies included), counted from the log's records with NumPy."""
+    import numpy as np
+
+    from gemm_course.inspect.warp_access import _array_codes
+
+    rec = log.records
+    flags = rec["flags"].astype(np.int64)
+    address = rec["address"].astype(np.uint64)
+    code, names = _array_codes(log, address, (flags & 2) != 0)
+    write = (flags & 1) != 0
+    block = rec["block"].astype(np.int64)
+    size = rec["size"].astype(np.int64)
+    reads = np.isin(code, [names.index(n) for n in ("A", "B") if n in names]) & ~write
+    out = []
+    c = names.index("C") if "C" in names else -1
+    base, _, item = log.arrays["C"] if "C" in log.arrays else (0, 0, 4)
+    width = (log.shapes.get("C") or (0, 1))[-1] or 1
+    for b, where in enumerate(log.blocks):
+        mine = block == b
+        stores = np.nonzero(mine & write & (code == c))[0]
+        element = (address[stores].astype(np.int64) - int(base)) // int(item)
+        rows = len(np.unique(element // width))
+        spans = np.maximum(1, size[stores] // 4)  # a float4 store covers 4 columns
+        columns = [element[spans > i] % width + i for i in range(int(spans.max()) if len(spans) else 0)]
+        cols = len(np.unique(np.concatenate(columns))) if columns else 0
+        out.append((tuple(where), rows, cols, int(size[mine & reads].sum())))
+    return out
+
+
 def reuse_check(attempt: Attempt, check: dict) -> Step:
     """Bytes read from A and B per block against what its tile of C needs (each element once). Fails with
     nothing to judge: no profiled block wrote C, or one wrote C without reading A or B."""
     limit = float(check.get("max_ratio", 1.0))
     worst: Optional[tuple[float, tuple, tuple, int, int]] = None
-    for shape, sequences in _sequences(attempt):
+    for shape, log in _logs(attempt):
         K = shape[2]
-        for block, threads in sequences.items():
-            accesses = [a for seq in threads.values() for a in seq if a.space == "global"]
-            rows = {a.index[0] for a in accesses if a.array == "C" and a.write}
-            cols = {a.index[1] + i for a in accesses if a.array == "C" and a.write for i in range(max(1, a.size // 4))}
+        for block, rows, cols, got in _block_traffic(log):
             if not rows:
                 continue
-            needed = (len(rows) * K + K * len(cols)) * 4
-            got = sum(a.size for a in accesses if a.array in ("A", "B") and not a.write)
+            needed = (rows * K + K * cols) * 4
             if not got:  # C written without reading A or B: nothing measured, so nothing shown reused
                 en, zh = _where(shape, block)
                 return Step("reuse", False,

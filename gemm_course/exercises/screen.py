@@ -115,7 +115,9 @@ def preprocess(source: str, starter: str, file_name: str) -> str:
         text = re.sub(rf"^{_MARK}{n}$", f"#include {spelled}", text, flags=re.M)
     # GNU line markers (# 12 "file" 2) as #line directives, which every compiler reads alike; the
     # preprocessor's own (line 0, <built-in>) dropped.
-    text = re.sub(r'^# 0 "[^"]*"[ \d]*$|^# \d+ "<[^"]*>"[ \d]*$', "", text, flags=re.M)
+    # Only the answer's own markers are kept: the stubs' (and the preprocessor's <built-in>) name this
+    # grading's temporary folder, which would make every grading's text, and so every cache key, new.
+    text = re.sub(r'^# \d+ "(?!' + re.escape(file_name) + r'")[^"]*"[ \d]*$|^# 0 "[^"]*"[ \d]*$', "", text, flags=re.M)
     return re.sub(r'^# (\d+) ("[^"]*")[ \d]*$', r"#line \1 \2", text, flags=re.M)
 
 
@@ -194,6 +196,7 @@ def gpu_build(compile_text: Callable[[], Any], file_name: str) -> Optional[Any]:
     return report
 
 
+@functools.lru_cache(maxsize=256)  # a library's path names its contents (the compile cache's key)
 def indirect_calls(library: Path, source_name: str) -> Optional[str]:
     """The first "file:line" of the answer whose machine code calls or jumps through a pointer, or None.
     None too where objdump is missing (the file-size limit and the child's filesystem rules still hold)."""

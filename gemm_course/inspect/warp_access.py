@@ -107,38 +107,77 @@ def _line_names(log: Any) -> dict[int, str]:
     return {pc: lines[o] for pc, o in offsets.items()}
 
 
+def _array_codes(log: Any, address: np.ndarray, shared: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per record, the index of the name it is counted under (names: "shared" first, then the arrays),
+    or -1 for what is no array (the stack, the runtime)."""
+    spans = sorted((a, a + n, name) for name, (a, n, _) in log.arrays.items())
+    names = ["shared"] + [name for _, _, name in spans]
+    code = np.full(len(address), -1, dtype=np.int64)
+    if spans:
+        starts = np.array([lo for lo, _, _ in spans], dtype=np.uint64)
+        ends = np.array([hi for _, hi, _ in spans], dtype=np.uint64)
+        at = np.searchsorted(starts, address, side="right") - 1
+        inside = (at >= 0) & (address < ends[np.clip(at, 0, None)])
+        code[inside] = at[inside] + 1
+    code[shared] = 0
+    return code, names
+
+
 def summary(log: Any) -> list[LineAccess]:
-    """The profiled blocks' accesses, one row per (source line, space, load/store, array), worst first."""
+    """The profiled blocks' accesses, one row per (source line, space, load/store, array), worst first.
+
+    A warp-wide access is the n-th execution of one instruction (pc) by the lanes of one warp in one
+    barrier interval: records are grouped by (block, interval, warp, pc, store, space, array) and by how
+    many times the same thread had made that access before (n). Grouping is done with NumPy; each
+    group's sectors or wavefronts come from the course's models."""
     rec = log.records
     if len(rec) == 0:
         return []
     lines = _line_names(log)
-    array_of = _array_finder(log)
     blocks = list(getattr(log, "blocks", None) or [(0, 0, 0)])
-    groups: dict[tuple, dict[int, tuple[int, int]]] = {}
-    seen: dict[tuple, int] = {}
-    for interval, block, thread, size, flags, pc, address in rec[
-            ["interval", "block", "thread", "size", "flags", "pc", "address"]].tolist():
-        shared = bool(flags & 2)
-        name = "shared" if shared else array_of(address)
-        if name is None:
-            continue
-        key = (block, interval, thread // 32, pc, bool(flags & 1), shared, name)
-        n = seen.get((key, thread), 0)
-        seen[(key, thread)] = n + 1
-        groups.setdefault((key, n), {})[thread % 32] = (address, size)
+    flags = rec["flags"].astype(np.int64)
+    shared = (flags & 2) != 0
+    address = rec["address"].astype(np.uint64)
+    code, names = _array_codes(log, address, shared)
+    keep = np.nonzero(code >= 0)[0]
+    if not len(keep):
+        return []
+    thread = rec["thread"].astype(np.int64)[keep]
+    columns = [rec["block"].astype(np.int64)[keep], rec["interval"].astype(np.int64)[keep], thread // 32,
+               rec["pc"].astype(np.uint64)[keep].astype(np.int64), (flags[keep] & 1), code[keep]]
+    # n: how many earlier records of the same thread share the key (a stable sort keeps program order)
+    order = np.lexsort([keep, thread] + columns[::-1])
+    same = np.ones(len(order), dtype=bool)
+    for column in columns + [thread]:
+        same[1:] &= column[order][1:] == column[order][:-1]
+    same[0] = False
+    run_start = np.maximum.accumulate(np.where(~same, np.arange(len(order)), 0))
+    occurrence = np.empty(len(order), dtype=np.int64)
+    occurrence[order] = np.arange(len(order)) - run_start
+    # groups: (key, n), in the order of their first record
+    group_order = np.lexsort([keep, occurrence] + columns[::-1])
+    boundary = np.ones(len(group_order), dtype=bool)
+    for column in columns + [occurrence]:
+        boundary[1:] &= column[group_order][1:] == column[group_order][:-1]
+    starts = np.nonzero(~np.r_[False, boundary[1:]] | (np.arange(len(group_order)) == 0))[0]
+    firsts = [int(group_order[b]) for b in starts]
+    sizes_all, address_all = rec["size"].astype(np.int64)[keep], address[keep].astype(np.int64)
     totals: dict[tuple, list[int]] = {}
     per_block: dict[tuple, dict[int, list[int]]] = {}
-    for (key, _), lanes in groups.items():
-        block, _, _, pc, write, shared, name = key
+    bounds = list(starts) + [len(group_order)]
+    for g in np.argsort(firsts, kind="stable"):
+        members = group_order[bounds[g]:bounds[g + 1]]
+        first = members[0]
+        block, pc, write, name = int(columns[0][first]), int(columns[3][first]), bool(columns[4][first]), int(columns[5][first])
+        lanes = {int(thread[i]) % 32: (int(address_all[i]), int(sizes_all[i])) for i in members}
         width = max(size for _, size in lanes.values())
-        if shared:
+        if name == 0:
             access = BankAccess("", tuple(lanes), tuple(a // 4 for a, _ in lanes.values()), width if width in (4, 8, 16) else 4)
             units, ideal = access.wavefronts, access.ideal_wavefronts
         else:
             units = warp_sectors([b for a, n in lanes.values() for b in range(a, a + n, 4)])
             ideal = _ideal_global(list(lanes.values()))
-        row_key = (lines[pc], "shared" if shared else "global", write, name, width)
+        row_key = (lines[pc], "shared" if name == 0 else "global", write, names[name], width)
         for row in (totals.setdefault(row_key, [0, 0, 0]), per_block.setdefault(row_key, {}).setdefault(block, [0, 0, 0])):
             row[0] += 1
             row[1] += units
@@ -177,7 +216,8 @@ def _global_index(shape: tuple[int, ...], element: int) -> tuple[int, ...]:
 def sequences(log: Any) -> dict[tuple[int, int, int], dict[tuple[int, int, int], list[Access]]]:
     """Per profiled block, per thread ((x, y, z) each), its accesses of global arrays and shared memory
     in program order (the stack and the runtime's own data left out). A cp.async appears at its issue:
-    a global read and a shared write, both with cp_async=True."""
+    a global read and a shared write, both with cp_async=True. (Each distinct element, line and thread
+    is named once; the records are only gathered per thread here.)"""
     rec = log.records
     bx, by, _ = log.launch.block
     blocks = list(getattr(log, "blocks", None) or [(0, 0, 0)])
@@ -185,32 +225,35 @@ def sequences(log: Any) -> dict[tuple[int, int, int], dict[tuple[int, int, int],
     if len(rec) == 0:
         return out
     lines = _line_names(log)
-    arrays = {name: (address, nbytes, item) for name, (address, nbytes, item) in log.arrays.items()}
-    array_of = _array_finder(log)
+    flags = rec["flags"].astype(np.int64)
+    shared = (flags & 2) != 0
+    address = rec["address"].astype(np.uint64)
+    code, names = _array_codes(log, address, shared)
+    keep = np.nonzero(code >= 0)[0]
     shapes = getattr(log, "shapes", {}) or {}
     kernel = log.kernel
-    shared_names: dict[int, str] = {}
-    for interval, block, thread, size, flags, pc, address in rec[
-            ["interval", "block", "thread", "size", "flags", "pc", "address"]].tolist():
-        shared = bool(flags & 2)
-        if shared:
-            element = shared_names.get(address)
-            if element is None:
-                element = shared_names[address] = kernel.shared_element(address)
-            name, index = element.split("[")[0].split(".")[0].split(" ")[0], (address,)
-            if element.startswith("byte "):
-                name = "shared"
+    # Each distinct (array, address) named once: its array, index and element text.
+    where = code[keep].astype(np.uint64) << np.uint64(48) | address[keep]
+    distinct, inverse = np.unique(where, return_inverse=True)
+    named: list[tuple[str, tuple, str]] = []
+    for key in distinct.tolist():
+        c, a = key >> 48, key & ((1 << 48) - 1)
+        if c == 0:
+            element = kernel.shared_element(a)
+            name = "shared" if element.startswith("byte ") else element.split("[")[0].split(".")[0].split(" ")[0]
+            named.append((name, (a,), element))
         else:
-            name = array_of(address)
-            if name is None:
-                continue
-            base, _, item = arrays[name]
-            index = tuple(int(v) for v in _global_index(shapes.get(name, ()), (address - base) // item))
-            element = f"{name}[{', '.join(map(str, index))}]"
-        t = (thread % bx, thread // bx % by, thread // (bx * by))
-        out[tuple(blocks[block])].setdefault(t, []).append(
-            Access(interval, "shared" if shared else "global", name, bool(flags & 1), lines[pc], index, element,
-                   size, bool(flags & 4)))
+            name = names[c]
+            base, _, item = log.arrays[name]
+            index = tuple(int(v) for v in _global_index(shapes.get(name, ()), (a - base) // item))
+            named.append((name, index, f"{name}[{', '.join(map(str, index))}]"))
+    threads = {t: (t % bx, t // bx % by, t // (bx * by)) for t in np.unique(rec["thread"][keep]).tolist()}
+    for n, interval, block, thread, size, flag, pc in zip(inverse.tolist(), *(rec[f][keep].tolist() for f in
+                                                          ("interval", "block", "thread", "size", "flags", "pc"))):
+        name, index, element = named[n]
+        out[tuple(blocks[block])].setdefault(threads[thread], []).append(
+            Access(interval, "shared" if flag & 2 else "global", name, bool(flag & 1), lines[pc], index, element,
+                   size, bool(flag & 4)))
     return out
 
 
