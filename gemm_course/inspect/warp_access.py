@@ -86,19 +86,6 @@ def _ideal_global(lane_bytes: list[tuple[int, int]]) -> int:
     return max(1, -(-distinct // SECTOR_BYTES))
 
 
-def _array_finder(log: Any):
-    """address → the array argument's name holding it (None: the stack, the runtime, ...)."""
-    arrays = sorted((address, address + nbytes, name) for name, (address, nbytes, _) in log.arrays.items())
-
-    def array_of(address: int) -> Optional[str]:
-        for lo, hi, name in arrays:
-            if lo <= address < hi:
-                return name
-        return None  # the stack (local variables) or the runtime: not device memory of the kernel
-
-    return array_of
-
-
 def _line_names(log: Any) -> dict[int, str]:
     """pc → "file:line" for every pc in the log (one addr2line call)."""
     kernel = log.kernel
