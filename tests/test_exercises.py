@@ -62,8 +62,7 @@ def test_each_exercise_is_complete_in_both_languages():
         assert data.get("starter_fails"), f"{e.id}: say which step the starter fails (starter_fails)"
 
 
-@pytest.mark.parametrize("exercise", ALL, ids=[e.id for e in ALL])
-def test_solution_passes_and_starter_fails_where_the_lesson_is(exercise):
+def _solution_passes_and_starter_fails_where_the_lesson_is(exercise):
     from gemm_course import device
 
     start = time.perf_counter()
@@ -77,6 +76,22 @@ def test_solution_passes_and_starter_fails_where_the_lesson_is(exercise):
     expected = json.loads((exercise.folder / "exercise.json").read_text(encoding="utf-8"))["starter_fails"]
     assert started.status == "failed" and started.failed_step == expected, str(started)
     assert time.perf_counter() - start < 60  # both gradings, first compilations included (a busy 2-core machine: 15–40 s)
+
+
+def _level_class(number: int) -> type:
+    """One test class per level: pytest-xdist's --dist loadscope spreads classes over the workers."""
+    mine = [e for e in ALL if e.number == number]
+
+    @pytest.mark.parametrize("exercise", mine, ids=[e.id for e in mine])
+    def test_solution_passes_and_starter_fails_where_the_lesson_is(self, exercise):
+        _solution_passes_and_starter_fails_where_the_lesson_is(exercise)
+
+    return type(f"TestLevel{number:02d}", (), {"test_solution_passes_and_starter_fails_where_the_lesson_is":
+                                               test_solution_passes_and_starter_fails_where_the_lesson_is})
+
+
+for _number in sorted({e.number for e in ALL}):
+    globals()[f"TestLevel{_number:02d}"] = _level_class(_number)
 
 
 def _cli(*args):

@@ -42,8 +42,7 @@ def test_every_case_says_what_it_tries_and_expects():
         ex.get_exercise(path.parent.name)  # the folder names an exercise
 
 
-@pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.name}" for p in CASES])
-def test_red_team_case(path: Path, tmp_path, monkeypatch):
+def _graded_as_expected(path: Path, tmp_path, monkeypatch) -> None:
     progress = tmp_path / "progress.json"
     monkeypatch.setenv("GEMM_COURSE_PROGRESS", str(progress))
     fields = _header(path)
@@ -60,6 +59,21 @@ def test_red_team_case(path: Path, tmp_path, monkeypatch):
         assert fields.get("message", "") in failed.en, str(verdict)
         assert failed.zh and failed.zh != failed.en and "\n" not in failed.en.strip().split("\n")[0]
     assert not progress.exists()  # grading never writes progress by itself; the answer cannot either
+
+
+def _cases_of(exercise_id: str) -> type:
+    """One test class per exercise: pytest-xdist's --dist loadscope spreads classes over the workers."""
+    mine = [p for p in CASES if p.parent.name == exercise_id]
+
+    @pytest.mark.parametrize("path", mine, ids=[p.name for p in mine])
+    def test_red_team_case(self, path: Path, tmp_path, monkeypatch) -> None:
+        _graded_as_expected(path, tmp_path, monkeypatch)
+
+    return type(f"TestRedTeam_{exercise_id}", (), {"test_red_team_case": test_red_team_case})
+
+
+for _exercise in sorted({p.parent.name for p in CASES}):
+    globals()[f"TestRedTeam_{_exercise}"] = _cases_of(_exercise)
 
 
 def test_a_byte_order_mark_is_not_part_of_the_answer():
