@@ -151,6 +151,7 @@ def summary(log: Any) -> list[LineAccess]:
     sizes_all, address_all = rec["size"].astype(np.int64)[keep], address[keep].astype(np.int64)
     totals: dict[tuple, list[int]] = {}
     per_block: dict[tuple, dict[int, list[int]]] = {}
+    counted: dict[tuple, tuple[int, int]] = {}
     bounds = list(starts) + [len(group_order)]
     for g in np.argsort(firsts, kind="stable"):
         members = group_order[bounds[g]:bounds[g + 1]]
@@ -158,12 +159,19 @@ def summary(log: Any) -> list[LineAccess]:
         block, pc, write, name = int(columns[0][first]), int(columns[3][first]), bool(columns[4][first]), int(columns[5][first])
         lanes = {int(thread[i]) % 32: (int(address_all[i]), int(sizes_all[i])) for i in members}
         width = max(size for _, size in lanes.values())
-        if name == 0:
-            access = BankAccess("", tuple(lanes), tuple(a // 4 for a, _ in lanes.values()), width if width in (4, 8, 16) else 4)
-            units, ideal = access.wavefronts, access.ideal_wavefronts
-        else:
-            units = warp_sectors([b for a, n in lanes.values() for b in range(a, a + n, 4)])
-            ideal = _ideal_global(list(lanes.values()))
+        # The same pattern recurs (every k-tile reads the same shared words): count each pattern once, moved
+        # by a multiple of 128 bytes, which keeps every bank and every sector boundary where it was.
+        base = min(a for a, _ in lanes.values()) // 128 * 128
+        pattern = (name == 0, width, tuple((lane, a - base, n) for lane, (a, n) in lanes.items()))
+        if pattern not in counted:
+            if name == 0:
+                access = BankAccess("", tuple(lanes), tuple((a - base) // 4 for a, _ in lanes.values()),
+                                    width if width in (4, 8, 16) else 4)
+                counted[pattern] = access.wavefronts, access.ideal_wavefronts
+            else:
+                moved = [(a - base, n) for a, n in lanes.values()]
+                counted[pattern] = (warp_sectors([b for a, n in moved for b in range(a, a + n, 4)]), _ideal_global(moved))
+        units, ideal = counted[pattern]
         row_key = (lines[pc], "shared" if name == 0 else "global", write, names[name], width)
         for row in (totals.setdefault(row_key, [0, 0, 0]), per_block.setdefault(row_key, {}).setdefault(block, [0, 0, 0])):
             row[0] += 1
