@@ -286,7 +286,7 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
     not the learner's); with compare_orders the small shape with the most blocks runs in a second order
     too, and C must come out the same, bit for bit."""
     from gemm_course.run import cpu_backend as cb
-    from gemm_course.run.check import epilogue_inputs, random_operands, relative_error, tolerance
+    from gemm_course.run.check import epilogue_inputs, relative_error, tolerance
     from gemm_course.run.launch import gemm
 
     lv = get_level(ex.level)

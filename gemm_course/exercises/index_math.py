@@ -213,7 +213,7 @@ def _harness(functions: Sequence[Function], helpers: Sequence[Function], file_na
         parts.append(f'#line {f.line} "{file_name}"\n{f.text}')
     cases = "\n".join(f"        case {i}: r = (long long){f.name}({', '.join(f'a[{k}]' for k in range(len(f.params)))}); break;"
                       for i, f in enumerate(functions))
-    parts.append(f'#line 1 "index_math_harness"\n#include <cstdio>\n'
+    parts.append('#line 1 "index_math_harness"\n#include <cstdio>\n'
                  "int main() {\n    int f; int a[8];\n    while (std::scanf(\"%d\", &f) == 1) {\n"
                  "        for (int k = 0; k < 8; ++k) a[k] = 0;\n"
                  "        int n; std::scanf(\"%d\", &n);\n        for (int k = 0; k < n; ++k) std::scanf(\"%d\", &a[k]);\n"

@@ -168,8 +168,7 @@ class Child:
             self._failed = self._failure("protocol")
         raise self._failed
 
-    def _failure(self, why: str) -> ChildFailed:
-        self._kill() if why == "time" else None
+    def _failure(self, why: str) -> ChildFailed:  # the child has ended, or _read or call killed it
         try:
             code = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
