@@ -222,6 +222,10 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         raise ValueError("--peer goes with --record alone (it times its own shapes: the squares and the projections, "
                          "or --sizes): python -m gemm_course fp8 --record --peer deepgemm --out FILE · --peer 只与 "
                          "--record 一起用（形状自定：方阵与各投影形状，或 --sizes）")
+    if args.tma_scales and (not args.record or args.small_m or args.staged or args.sweep_only or args.splits):
+        raise ValueError("--tma-scales goes with --record (and --peer deepgemm, --sizes): python -m gemm_course fp8 "
+                         "--record --tma-scales --peer deepgemm --out FILE · --tma-scales 只与 --record（以及 --peer "
+                         "deepgemm、--sizes）一起用")
     if args.sweep_only and not args.record:
         raise ValueError("--sweep-only goes with --record: python -m gemm_course fp8 --record --sweep-only --out FILE · "
                          "--sweep-only 须与 --record 一起用")
@@ -230,7 +234,11 @@ def cmd_fp8(args: argparse.Namespace) -> None:
             raise ValueError("give --out FILE: the result file to write")
         if args.record:
             sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
-            if args.peer:
+            if args.tma_scales:
+                from gemm_course.fp8.tma_scales import record_tma_scales
+
+                record_tma_scales(args.out, sizes, peer=args.peer)
+            elif args.peer:
                 from gemm_course.fp8 import deepgemm
 
                 deepgemm.record_peer(args.out, sizes, peer=args.peer)
@@ -787,6 +795,10 @@ def main(argv: Optional[list[str]] = None) -> None:
                         "in Nsight Compute")
     p.add_argument("--splits", help="with --record and --staged or --small-m: time each blockwise step at these "
                                     "split counts (comma-separated, e.g. 1,2,3) instead of the split-K model's choice")
+    p.add_argument("--tma-scales", action="store_true",
+                   help="with --record: check every way to the scales on odd shapes and the split-K counters after a "
+                        "launch cut short, then time A's scales by TMA beside the best recorded setting, cuBLASLt "
+                        "(and --peer) at the record's shapes (fp8.tma_scales)")
     p.add_argument("--peer", choices=("deepgemm",),
                    help="with --record: time this library (deepgemm: DeepGEMM, installed from its own repository), "
                         "block-scaled cuBLASLt and Level 13's best recorded setting, interleaved shape by shape")

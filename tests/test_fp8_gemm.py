@@ -53,7 +53,10 @@ def _operands(M: int, N: int, K: int, scaling: str, seed: int = 0):
 KERNELS = [("per_tensor", {"block_n": 256}), ("per_tensor", {"block_n": 128}),
            ("blockwise", {"overlap": False}), ("blockwise", {"overlap": True}), ("blockwise", {"block_m": 64}),
            ("blockwise", {"overlap": False, "staged_scales": True}), ("blockwise", {"overlap": True, "staged_scales": True}),
-           ("blockwise", {"block_m": 64, "staged_scales": True})]
+           ("blockwise", {"block_m": 64, "staged_scales": True}),
+           # A's scales by one TMA box per stage, from an M-major copy
+           ("blockwise", {"overlap": False, "staged_scales": "tma"}), ("blockwise", {"overlap": True, "staged_scales": "tma"}),
+           ("blockwise", {"block_m": 64, "staged_scales": "tma"})]
 
 
 @pytest.mark.skipif(not _nvrtc_available(), reason="needs NVRTC (cupy and the nvrtc wheel)")
@@ -109,8 +112,11 @@ def _misaligned(x: np.ndarray) -> np.ndarray:
     ("splits not a number", {"splits": "many"}, "splits='many'"),
     ("overlap not a bool", {"overlap": 1}, "overlap must be"),
     ("staged_scales not a bool", {"staged_scales": 1}, "staged_scales must be"),
+    ("staged_scales an unknown way", {"staged_scales": "TMA"}, "staged_scales must be.*'tma'"),
     ("staged_scales for per_tensor", {"scaling": "per_tensor", "staged_scales": True}, "staged_scales belongs"),
+    ("scales by TMA for per_tensor", {"scaling": "per_tensor", "staged_scales": "tma"}, "staged_scales belongs"),
     ("a ring too deep for staged scales", {"stages": 7, "staged_scales": True}, "stages=7.*staged scales"),
+    ("a ring too deep for scales by TMA", {"stages": 7, "staged_scales": "tma"}, "stages=7.*scales by TMA"),
     ("splits given to per_tensor", {"scaling": "per_tensor", "splits": 2}, "blockwise kernel"),
     ("block_m for per_tensor", {"scaling": "per_tensor", "block_m": 64}, "block_m=64"),
     ("block_m 64 without overlap", {"block_m": 64, "overlap": False}, "overlap"),
@@ -146,6 +152,41 @@ def test_preconditions_fail_with_one_bilingual_line(change, kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match) as err:
         fg.fp8_gemm(a_bits, a_s, b_bits, b_s, out=out, **{"scaling": "blockwise", **kwargs})
     assert _bilingual_one_line(str(err.value)), str(err.value)
+
+
+@pytest.mark.parametrize("M, strips", [(1, 1), (7, 2), (128, 3), (129, 9), (300, 1)])
+def test_a_scales_m_major_is_the_transpose_with_rows_padded_to_16_bytes(M, strips):
+    """The layout the kernel with staged_scales="tma" reads: row kb = the M row scales of k-block kb, side by
+    side, each row a whole number of 16-byte chunks (TMA's stride rule), the padding zero."""
+    rng = np.random.default_rng(M)
+    a_s = rng.uniform(0.5, 2, (M, strips)).astype(np.float32)
+    t = fg.a_scales_m_major(a_s)
+    assert t.dtype == np.float32 and t.flags.c_contiguous
+    assert t.shape == (strips, fg.m_major_rows(M)) and t.shape[1] % 4 == 0 and M <= t.shape[1] < M + 4
+    assert (t.shape[1] * 4) % 16 == 0
+    assert np.array_equal(t[:, :M], a_s.T) and not t[:, M:].any()
+    for m, kb in ((0, 0), (M - 1, strips - 1), (M // 2, strips // 2)):
+        assert t[kb, m] == a_s[m, kb]
+    # a tile's scales of one k-block are block_m consecutive floats: one TMA box (1 × block_m)
+    m0, kb = (M // 128) * 128, strips - 1
+    assert np.array_equal(t[kb, m0:m0 + 128][:M - m0], a_s[m0:m0 + 128, kb])
+    with pytest.raises(ValueError, match="2-D") as err:
+        fg.a_scales_m_major(a_s.reshape(-1))
+    assert _bilingual_one_line(str(err.value))
+
+
+def test_scales_by_tma_add_one_box_of_a_scales_to_each_stage():
+    """A stage with staged_scales="tma" holds block_m floats more than one without (one TMA box, 128-byte
+    aligned since the ring is); the kernel's template argument SCALES is 2 (0: global, 1: cp.async)."""
+    for bm in (128, 64):
+        plain = fg.stage_bytes("blockwise", block_m=bm)
+        assert fg.stage_bytes("blockwise", block_m=bm, staged_scales="tma") == plain + 4 * bm
+        assert (4 * bm) % 128 == 0
+        assert fg.kernel_name("blockwise", 4, block_m=bm, staged_scales="tma").endswith(", 2>")
+        assert fg.kernel_name("blockwise", 4, block_m=bm, staged_scales=True).endswith(", 1>")
+    assert fg.setting_params("blockwise", staged_scales="tma")["staged_scales"] == "tma"
+    assert fg.setting_params("blockwise", staged_scales=True)["staged_scales"] is True
+    assert "staged_scales" not in fg.setting_params("blockwise")
 
 
 def test_valid_operands_pass_the_checks_and_any_m_n_is_allowed():
@@ -227,7 +268,13 @@ SETTINGS = [{"scaling": "per_tensor", "block_n": 256}, {"scaling": "per_tensor",
             {"scaling": "blockwise", "overlap": False, "splits": 3, "staged_scales": True},
             {"scaling": "blockwise", "overlap": True, "splits": "auto", "staged_scales": True},
             {"scaling": "blockwise", "block_m": 64, "splits": 1, "staged_scales": True},
-            {"scaling": "blockwise", "block_m": 64, "splits": 3, "staged_scales": True}]
+            {"scaling": "blockwise", "block_m": 64, "splits": 3, "staged_scales": True},
+            # A's scales by TMA from the M-major copy, in each kernel and with split-K
+            {"scaling": "blockwise", "overlap": True, "splits": 1, "staged_scales": "tma"},
+            {"scaling": "blockwise", "overlap": False, "splits": 3, "staged_scales": "tma"},
+            {"scaling": "blockwise", "overlap": True, "splits": "auto", "staged_scales": "tma"},
+            {"scaling": "blockwise", "block_m": 64, "splits": 1, "staged_scales": "tma"},
+            {"scaling": "blockwise", "block_m": 64, "splits": 3, "staged_scales": "tma"}]
 
 
 def _options(setting: dict, K: int) -> dict:
@@ -302,6 +349,8 @@ def test_split_k_on_projection_like_shapes(shape):
         _run_and_compare("blockwise", shape, seed=splits, overlap=True, splits=splits)
         _run_and_compare("blockwise", shape, seed=splits, block_m=64, splits=splits)
         _run_and_compare("blockwise", shape, seed=splits, block_m=64, splits=splits, staged_scales=True)
+        _run_and_compare("blockwise", shape, seed=splits, block_m=64, splits=splits, staged_scales="tma")
+        _run_and_compare("blockwise", shape, seed=splits, overlap=True, splits=splits, staged_scales="tma")
 
 
 @needs_hopper
@@ -312,10 +361,11 @@ def test_fp8_gemm_refuses_host_arrays_on_a_gpu():
 
 
 @needs_hopper
-@pytest.mark.parametrize("options", [{"splits": 4}, {"block_m": 64, "splits": 3}], ids=["m128", "m64"])
+@pytest.mark.parametrize("options", [{"splits": 4}, {"block_m": 64, "splits": 3},
+                                     {"block_m": 64, "splits": 3, "staged_scales": "tma"}], ids=["m128", "m64", "m64-tma"])
 def test_split_k_launched_twice_on_the_same_counters(options):
-    """One prepared launch run twice: the second finds the tile counters the first left (the last unit of
-    each tile sets its counter back to zero), with C poisoned in between: every element written again,
+    """One prepared launch run twice: the second finds the tile counters the first left (tagged with the first
+    launch's epoch, which reads as zero to the second), with C poisoned in between: every element written again,
     right, and bit for bit the same."""
     import cupy
 

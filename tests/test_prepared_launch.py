@@ -124,7 +124,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     monkeypatch.setattr(comp, "_compiled_kernel", compiled_kernel)
     monkeypatch.setattr(fp8_gemm, "_make_plan", counting_plan)
     fp8_gemm.clear_prepared()
-    hopper.zero_counters.cache_clear()  # the stand-in's counters must not outlive the test
+    hopper.fixup_counters.cache_clear()  # the stand-in's counters must not outlive the test
     hopper.stream_k_workspace.cache_clear()
 
     def counting_prepare(*args: Any) -> Any:
@@ -141,7 +141,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     yield seen
     launch.clear_prepared()
     fp8_gemm.clear_prepared()
-    hopper.zero_counters.cache_clear()
+    hopper.fixup_counters.cache_clear()
     hopper.stream_k_workspace.cache_clear()
 
 

@@ -229,8 +229,16 @@ PEER_METHOD = ("One run, shape by shape: at each shape the course's blockwise op
                "carries its own clock. DeepGEMM's kernels are compiled by its JIT on first use, before the timing.")
 
 
-def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None, *, peer: str = PEER_NAME,
+# Other Level 13 settings a run may time beside the best one at a shape: variants(M, N, K, best params) gives
+# (params, where it comes from) pairs (fp8.tma_scales.variants: the three ways to the scales at one ring depth).
+Variants = Callable[[int, int, int, dict[str, Any]], list[tuple[dict[str, Any], str]]]
+LEVEL13 = "level13"  # the best setting's name among a shape's runs; a variant's is "level13 " + its params
+
+
+def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None, *, peer: Optional[str] = PEER_NAME,
                 reps: int = 50, max_reps: int = 100, budget_s: float = 1.0, check_rows: Optional[int] = None,
+                variants: Optional[Variants] = None, records_key: str = "peer_records",
+                extra: Optional[dict[str, Any]] = None,
                 progress: Optional[Callable[[str], None]] = print) -> dict[str, Any]:
     """Check and time DeepGEMM, block-scaled cuBLASLt and Level 13's best setting at every shape, interleaved, in
     one run; write a result file (schema 1, provenance with the DeepGEMM version and commit) after each shape.
@@ -240,11 +248,16 @@ def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None
     ratio of each library's time to its own: ratio_to_deepgemm, ratio_to_cublaslt_blockwise) and one record per
     library (level "cublas", baseline "deepgemm" or "cublaslt_blockwise", as the course names baselines). Each
     record: Timing fields (its own SM clock), tflops, max_error_ratio (≤ 1 passes), passed, timed_order.
-    check_rows: rows of each output checked (default: every row)."""
-    if peer not in PEERS:
+    check_rows: rows of each output checked (default: every row).
+
+    peer=None leaves DeepGEMM out (cuBLASLt and Level 13 only). variants: more Level 13 settings per shape, each
+    checked and timed in the same rotation, its record with ratio_to_level13_best (the best setting's time over its
+    own) and bits_differing_from_level13_best. records_key: where the records go (another key than "peer_records"
+    keeps a run out of the peer comparison the summary reads); extra: more top-level entries of the file."""
+    if peer is not None and peer not in PEERS:
         raise ValueError(_bilingual(f"--peer {peer!r}: the peers are {', '.join(PEERS)}",
                                     f"--peer {peer!r}：可选的对照是 {', '.join(PEERS)}"))
-    dg_info = version_info()  # fails first, with the one-line message, where DeepGEMM is missing
+    dg_info = version_info() if peer else None  # fails first, with the one-line message, where DeepGEMM is missing
     import cupy
 
     from gemm_course.fp8 import gemm as fp8_gemm
@@ -254,11 +267,16 @@ def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None
     say = progress or (lambda _: None)
     shapes = [fp8_gemm._shape(s) for s in sizes] if sizes else _default_sizes()
     api = fp8_gemm._blockwise_api()
-    method = PEER_METHOD.format(peer=PEER_DESCRIPTION, blockwise_api=api[0] if api else "absent",
+    method = PEER_METHOD.format(peer=PEER_DESCRIPTION if peer else "no library peer (DeepGEMM left out)",
+                                blockwise_api=api[0] if api else "absent",
                                 rows="every row of each output" if check_rows is None else f"{check_rows} random rows of each output",
                                 settle_s=SETTLE_S, reps=reps, max_reps=max_reps, budget_s=budget_s,
                                 clock=CLOCK_METHOD)
-    result: dict[str, Any] = {"schema": 1, "provenance": provenance(method), "records": [], "peer_records": []}
+    if variants is not None:
+        method += (" Beside the best setting, more Level 13 settings per shape (setting_from says which), each checked "
+                   "and timed in the same rotation.")
+    result: dict[str, Any] = {"schema": 1, "provenance": provenance(method), "records": [], records_key: [],
+                              **(extra or {})}
     prov = result["provenance"]
     prov["torch"] = fp8_gemm._torch_version()
     try:
@@ -268,7 +286,8 @@ def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None
     except ImportError:
         prov["torch_cuda"] = None
     prov["blockwise_baseline_api"] = api[0] if api else None
-    prov["deepgemm"] = dg_info
+    if dg_info is not None:
+        prov["deepgemm"] = dg_info
     path = Path(out) if out else None
     timing = dict(min_reps=reps, max_reps=max_reps, budget_s=budget_s)
 
@@ -306,23 +325,29 @@ def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None
         params, source = level13_best(M, N, K)
         runs: dict[str, Callable[[], Any]] = {}
         errors: dict[str, float] = {}
-        # DeepGEMM: poison D, run (its JIT compiles here on first use), check
-        dg_launch, D = prepare_deepgemm(a_bits, a_s, b_bits, b_s)
-        D.fill(fp8_gemm.BF16_NAN)
-        dg_launch()
-        errors[peer] = check(D, peer)
-        runs[peer] = dg_launch
+        if peer:  # DeepGEMM: poison D, run (its JIT compiles here on first use), check
+            dg_launch, D = prepare_deepgemm(a_bits, a_s, b_bits, b_s)
+            D.fill(fp8_gemm.BF16_NAN)
+            dg_launch()
+            errors[peer] = check(D, peer)
+            runs[peer] = dg_launch
+            del D
         # block-scaled cuBLASLt on the same bytes and scales
         blas = fp8_gemm._torch_blockwise_scaled_mm(a_bits, a_s, b_bits, b_s, M, N, K)
         if blas is not None:
             errors["cublaslt_blockwise"] = check(fp8_gemm._bf16_bits(blas, poison=True), "cublaslt_blockwise")
             runs["cublaslt_blockwise"] = blas
-        # Level 13 at its best recorded setting
-        launch, C = fp8_gemm.prepare(a_bits, a_s, b_bits, b_s, scaling="blockwise", **_prepare_kwargs(params))
-        C.fill(fp8_gemm.BF16_NAN)
-        launch()
-        errors[fp8_gemm.LEVEL_ID] = check(C, fp8_gemm.LEVEL_ID)
-        runs[fp8_gemm.LEVEL_ID] = launch
+        # Level 13 at its best recorded setting, then the variants: poison C, run, check
+        level13 = {LEVEL13: (params, source)}
+        for v_params, v_source in (variants(M, N, K, params) if variants else []):
+            level13[LEVEL13 + " " + ",".join(f"{k}={v}" for k, v in v_params.items())] = (v_params, v_source)
+        for name, (p, _) in level13.items():
+            launch, C = fp8_gemm.prepare(a_bits, a_s, b_bits, b_s, scaling="blockwise", **_prepare_kwargs(p))
+            C.fill(fp8_gemm.BF16_NAN)
+            launch()
+            errors[name] = check(C, name)
+            runs[name] = launch
+            del C
 
         names = list(runs)
         shift = index % len(names)
@@ -336,19 +361,25 @@ def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None
                     "relative_error": rel_errors[name], "rows_checked": rows,
                     "passed": errors[name] <= 1, "timed_order": order.index(name)}
 
-        mine = {"level": fp8_gemm.LEVEL_ID, "params": params, "setting_from": source, **base(fp8_gemm.LEVEL_ID)}
-        for name in runs:
-            if name != fp8_gemm.LEVEL_ID:
-                mine[f"ratio_to_{name}"] = timed[name].median_ms / timed[fp8_gemm.LEVEL_ID].median_ms
-        mine_bits = outputs[fp8_gemm.LEVEL_ID]
+        mine_bits = outputs[LEVEL13]
+        ours = []
+        for name, (p, from_) in level13.items():
+            rec = {"level": fp8_gemm.LEVEL_ID, "params": p, "setting_from": from_, **base(name)}
+            for other in runs:
+                if other not in level13:
+                    rec[f"ratio_to_{other}"] = timed[other].median_ms / timed[name].median_ms
+            if name != LEVEL13:
+                rec["ratio_to_level13_best"] = timed[LEVEL13].median_ms / timed[name].median_ms
+                rec["bits_differing_from_level13_best"] = float((outputs[name] != mine_bits).mean())
+            ours.append(rec)
         libs = [{"level": "cublas", "baseline": name,
                  "params": {"library": PEER_DESCRIPTION if name == peer else fp8_gemm.BASELINES[name]},
                  **base(name),
                  # the share of checked bf16 outputs whose bits differ from Level 13's (its own computation, not a copy)
                  "bits_differing_from_level13": float((outputs[name] != mine_bits).mean())}
-                for name in runs if name != fp8_gemm.LEVEL_ID]
-        result["peer_records"] += [mine, *libs]
-        for r in [mine, *libs]:
+                for name in runs if name not in level13]
+        result[records_key] += [*ours, *libs]
+        for r in [*ours, *libs]:
             who = r.get("baseline") or "level13 " + ",".join(f"{k}={v}" for k, v in r["params"].items())
             differ = "" if "bits_differing_from_level13" not in r else \
                 f"  differs from L13 {r['bits_differing_from_level13']:.1%}"
@@ -356,7 +387,7 @@ def record_peer(out: Optional[str] = None, sizes: Optional[Sequence[Any]] = None
                 f"SM {r['sm_clock_mhz'] or 0:.0f} MHz  error/allowed {r['max_error_ratio']:.3f}  "
                 f"rel {r['relative_error']:.2e}  order {r['timed_order']}{differ}")
         save()
-        del runs, dg_launch, D, launch, C, blas, ops, a_bits, a_s, b_bits, b_s, ref, allowed, outputs, mine_bits
+        del runs, launch, blas, ops, a_bits, a_s, b_bits, b_s, ref, allowed, outputs, mine_bits
         cupy.get_default_memory_pool().free_all_blocks()
         try:
             import torch

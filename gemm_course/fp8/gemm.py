@@ -32,7 +32,7 @@ from gemm_course import device
 from gemm_course.measure.bench import CLOCK_METHOD
 from gemm_course.fp8.formats import SCALE_BLOCK, _array_module, _bilingual
 from gemm_course.levels import DECODE_SHAPES, FP8_LEVEL_ID, PROJECTION_NK, kernel_version
-from gemm_course.run.driver import PackedLaunch, allow_shared, key_of_array, packed_launch, remember
+from gemm_course.run.driver import PackedLaunch, allow_shared, key_of_array, launch_values, packed_launch, remember
 
 KERNEL_FILE = "13_fp8_blockscaled.cu"
 LEVEL_ID = FP8_LEVEL_ID  # the id its records carry in result files (FP8 is not in the Level registry:
@@ -50,6 +50,16 @@ MAX_SPLITS = 16            # split-K: enough to fill 132 SMs from 9 tiles up
 K_MULTIPLE = 16            # TMA: every row of A and B a whole number of 16-byte chunks
 ALIGNMENT = 16             # bytes: TMA needs 16-byte aligned matrices
 BF16_NAN = 0x7FC0
+# Where the blockwise kernels' consumers find the scales (staged_scales; the kernel's SCALES, see its header):
+# False: each thread loads its own from global memory; True: the producer warp copies them into each stage,
+# 4 bytes per row (cp.async); "tma": one TMA box of an M-major copy of A's scales per stage (a_scales_m_major).
+STAGED_SCALES = (False, True, "tma")
+SCALE_ROW_ALIGN = 4        # floats: the M-major copy's rows start 16 bytes apart at least (TMA's stride rule)
+
+
+def scales_code(staged_scales: Any) -> int:
+    """The kernel's SCALES template argument for a staged_scales setting: 0 global, 1 cp.async, 2 TMA."""
+    return 2 if isinstance(staged_scales, str) else int(bool(staged_scales))
 
 
 # --- settings ------------------------------------------------------------------------------------
@@ -89,28 +99,30 @@ def resolve_block_m(scaling: str, block_m: Optional[int] = None) -> int:
 
 
 def stage_bytes(scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None, *,
-                staged_scales: bool = False) -> int:
-    """Shared memory per stage: block_m rows of A and block_n rows of B, 128 B each; with staged_scales,
-    also the stage's scales (block_m of A, one of B, padded to 16 bytes)."""
+                staged_scales: Any = False) -> int:
+    """Shared memory per stage: block_m rows of A and block_n rows of B, 128 B each; with staged_scales=True,
+    also the stage's scales (block_m of A, one of B, padded to 16 bytes); with "tma", block_m floats of A (one
+    box; B's scale stays in global memory)."""
     bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
-    return (bm + bn) * BK + ((bm + 4) * 4 if staged_scales else 0)
+    return (bm + bn) * BK + {0: 0, 1: (bm + 4) * 4, 2: bm * 4}[scales_code(staged_scales)]
 
 
 def stage_choices(scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None, *,
-                  staged_scales: bool = False) -> tuple[int, ...]:
+                  staged_scales: Any = False) -> tuple[int, ...]:
     """Ring depths that fit in 227 KB (stage_bytes each, + 1024 B to align the ring)."""
     per_stage = stage_bytes(scaling, block_n, block_m, staged_scales=staged_scales)
     return tuple(s for s in range(2, 13) if s * per_stage + 1024 <= SHARED_LIMIT)
 
 
 def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
-                   block_m: Optional[int] = None, *, staged_scales: bool = False) -> int:
+                   block_m: Optional[int] = None, *, staged_scales: Any = False) -> int:
     """The ring depth for a kernel: the deepest that fits (default), or a checked choice."""
     choices = stage_choices(scaling, block_n, block_m, staged_scales=staged_scales)
     if stages is None:
         return choices[-1]
     if stages not in choices:
-        staged_en, staged_zh = (" and staged scales", "、缩放因子经共享内存") if staged_scales else ("", "")
+        staged_en, staged_zh = {0: ("", ""), 1: (" and staged scales", "、缩放因子经共享内存"),
+                                2: (" and scales by TMA", "、缩放因子经 TMA")}[scales_code(staged_scales)]
         raise ValueError(_bilingual(
             f"stages={stages!r}: the {scaling} kernel with block_n={resolve_block_n(scaling, block_n)}{staged_en} "
             f"takes {choices} (more stages no longer fit in an SM's 227 KB of shared memory)",
@@ -120,10 +132,11 @@ def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional
 
 
 def kernel_name(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
-                overlap: bool = True, block_m: Optional[int] = None, *, staged_scales: bool = False) -> str:
+                overlap: bool = True, block_m: Optional[int] = None, *, staged_scales: Any = False) -> str:
     """The kernel's name expression in 13_fp8_blockscaled.cu, e.g. "fp8_gemm_blockwise<6, true>"."""
     st = resolve_stages(scaling, stages, block_n, block_m, staged_scales=staged_scales)
-    staged = ", true" if staged_scales else ""  # the template's last argument, false by default
+    code = scales_code(staged_scales)
+    staged = f", {code}" if code else ""  # the template's last argument, SCALES_GLOBAL (0) by default
     if resolve_block_m(scaling, block_m) == 64:
         return f"fp8_gemm_blockwise_m64<{st}{staged}>"
     if scaling == "per_tensor":
@@ -132,7 +145,7 @@ def kernel_name(scaling: str, stages: Optional[int] = None, block_n: Optional[in
 
 
 def shared_bytes(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,
-                 block_m: Optional[int] = None, *, staged_scales: bool = False) -> int:
+                 block_m: Optional[int] = None, *, staged_scales: Any = False) -> int:
     """Dynamic shared memory per block: the ring (stage_bytes per stage) + 1024 B to align it to the
     swizzle's 1024-byte period."""
     stages = resolve_stages(scaling, stages, block_n, block_m, staged_scales=staged_scales)
@@ -196,7 +209,7 @@ def _compile_options() -> tuple[str, ...]:
 
 def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None, arch: str = ARCH, *,
                        block_n: Optional[int] = None, overlap: bool = True, block_m: Optional[int] = None,
-                       staged_scales: bool = False) -> Any:
+                       staged_scales: Any = False) -> Any:
     """Registers, spills, shared memory and occupancy of one kernel, compiled by NVRTC (no GPU needed).
 
     Returns the course's ``compile.CompileReport`` (its ``problems()`` lists spills and shared-memory
@@ -226,10 +239,15 @@ def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None,
 def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: Any,
                    block_m: Optional[int] = None, staged_scales: Any = False) -> None:
     """Options that belong to the other kernel are refused, not silently ignored."""
-    for name, value in (("overlap", overlap), ("staged_scales", staged_scales)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(_bilingual(f"{name} must be True or False, not {value!r}",
-                                        f"{name} 只能是 True 或 False，而不是 {value!r}"))
+    if not isinstance(overlap, (bool, np.bool_)):
+        raise ValueError(_bilingual(f"overlap must be True or False, not {overlap!r}",
+                                    f"overlap 只能是 True 或 False，而不是 {overlap!r}"))
+    if not (isinstance(staged_scales, (bool, np.bool_)) or (isinstance(staged_scales, str) and staged_scales == "tma")):
+        raise ValueError(_bilingual(
+            f"staged_scales must be False (each thread loads its scales), True (the producer copies them, 4 bytes "
+            f"a row) or 'tma' (one TMA box of A's scales stored M-major), not {staged_scales!r}",
+            f"staged_scales 只能是 False（每个线程自己加载缩放因子）、True（生产者逐行拷贝 4 字节）或 'tma'（按 M 连续存放的 "
+            f"A 缩放因子，一个 TMA 盒子），而不是 {staged_scales!r}"))
     if scaling == "per_tensor" and staged_scales:
         raise ValueError(_bilingual(
             "staged_scales belongs to the blockwise kernels (their scales change every k-block); the per_tensor "
@@ -249,9 +267,10 @@ def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: A
 
 def setting_params(scaling: str, *, stages: Optional[int] = None, block_n: Optional[int] = None,
                    overlap: bool = True, splits: Optional[int] = None, block_m: Optional[int] = None,
-                   staged_scales: bool = False) -> dict[str, Any]:
+                   staged_scales: Any = False) -> dict[str, Any]:
     """A setting as the params dict its records carry (only the options that apply to the kernel;
-    staged_scales only where it is True, so that the records of the kernel before it keep their params)."""
+    staged_scales only where it is True or "tma", so that the records of the kernel before it keep their
+    params)."""
     bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
     params: dict[str, Any] = {"scaling": scaling,
                               "stages": resolve_stages(scaling, stages, bn, bm, staged_scales=staged_scales)}
@@ -263,8 +282,8 @@ def setting_params(scaling: str, *, stages: Optional[int] = None, block_n: Optio
         params["overlap"] = bool(overlap)
         if splits is not None:
             params["splits"] = int(splits)
-        if staged_scales:
-            params["staged_scales"] = True
+        if scales_code(staged_scales):
+            params["staged_scales"] = staged_scales if isinstance(staged_scales, str) else True
     return params
 
 
@@ -414,6 +433,7 @@ class _Plan:
     n_splits: int  # 0: the per-tensor kernel (no split-K arguments)
     tiles: int
     grid: tuple[int, int, int]
+    scales: int = 0  # the kernel's SCALES (scales_code): 2 = A's scales by TMA, from an M-major copy
 
 
 PREPARED_CACHE_SIZE = 64  # distinct calls remembered (least recently used dropped first)
@@ -465,12 +485,12 @@ def _plan_key(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: s
 
 def _make_plan(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: str, out: Any, stages: Optional[int],
                block_n: Optional[int], overlap: bool, splits: Any, block_m: Optional[int],
-               staged_scales: bool = False) -> _Plan:
+               staged_scales: Any = False) -> _Plan:
     """Every check of a call, then its kernel and geometry."""
     M, N, K = check_operands(a_bits, a_scales, b_bits, b_scales, scaling, out)
     bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
     _check_setting(scaling, block_n, overlap, splits, bm, staged_scales)
-    staged = dict(staged_scales=bool(staged_scales))
+    staged = dict(staged_scales=staged_scales)
     stages = resolve_stages(scaling, stages, bn, bm, **staged)
     if scaling == "blockwise":
         resolve_splits(splits, M, N, K, block_m=bm)  # a bad split count fails here, before a GPU is needed
@@ -486,7 +506,8 @@ def _make_plan(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: 
     units = tiles(M, N, scaling, bn, bm)
     n_splits = resolve_splits(splits, M, N, K, _sm_count(), bm) if scaling == "blockwise" else 0
     grid = (min(units * max(n_splits, 1), _sm_count()), 1, 1)  # persistent: at most one block per SM
-    return _Plan(M, N, K, kernel, shared_bytes(scaling, stages, bn, bm, **staged), bm, bn, n_splits, units, grid)
+    return _Plan(M, N, K, kernel, shared_bytes(scaling, stages, bn, bm, **staged), bm, bn, n_splits, units, grid,
+                 scales_code(staged_scales))
 
 
 def _planned(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: str, out: Any, **setting: Any) -> _Plan:
@@ -522,27 +543,31 @@ def clear_prepared() -> None:
 def prepare(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
             out: Any = None, stages: Optional[int] = None, block_n: Optional[int] = None, overlap: bool = True,
             splits: Any = "auto", block_m: Optional[int] = None,
-            staged_scales: bool = False) -> tuple[Callable[[], None], Any]:
+            staged_scales: Any = False) -> tuple[Callable[[], None], Any]:
     """Check, compile (cached), build the TMA maps; returns (launch, C).
 
     launch() runs the kernel once, writing C; nothing else happens per call, which is what a timing
     loop wants (one driver call: its arguments are packed once, and every array they point to is kept alive
-    with it). fp8_gemm() is the same checks then one launch. A call that repeats an earlier one (same shapes,
-    types, alignment, setting, out given or not, GPU) skips the checks and the kernel look-up; the tensor
-    maps (cached by address and shape), the scales, C and the split-K slices are this call's own, and the
-    tile counters, which the kernel leaves at zero, are kept per stream (hopper.zero_counters).
+    with it; each launch takes a new epoch for the split-K counters). fp8_gemm() is the same checks then one
+    launch. A call that repeats an earlier one (same shapes, types, alignment, setting, out given or not, GPU)
+    skips the checks and the kernel look-up; the tensor maps (cached by address and shape), the scales, C and
+    the split-K slices are this call's own, and the tile counters are kept per stream (hopper.fixup_counters).
+    With staged_scales="tma", the M-major copy of A's scales is made here, once: launch() reads that copy, as a
+    model would keep its scales in the layout its GEMM reads (prepare again after changing the scales).
     """
     plan = _planned(a_bits, a_scales, b_bits, b_scales, scaling, out, stages=stages, block_n=block_n,
                     overlap=overlap, splits=splits, block_m=block_m, staged_scales=staged_scales)
-    args, C = _arguments(plan, a_bits, a_scales, b_bits, b_scales, out)
-    return _packed(plan, args).start, C
+    args, C, keep = _arguments(plan, a_bits, a_scales, b_bits, b_scales, out)
+    return _packed(plan, args, keep=keep).start, C
 
 
-def _arguments(plan: _Plan, a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, out: Any) -> tuple[tuple, Any]:
-    """The kernel's arguments for this call's arrays, and C."""
+def _arguments(plan: _Plan, a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any,
+               out: Any) -> tuple[tuple, Any, tuple]:
+    """The kernel's arguments for this call's arrays, C, and the arrays the kernel reads through a tensor map
+    that no argument holds (A's M-major scales with staged_scales="tma"): a packed launch keeps them alive."""
     import cupy
 
-    from gemm_course.run.hopper import _device_tensor_map, zero_counters
+    from gemm_course.run.hopper import _device_row_map, _device_tensor_map, fixup_counters
 
     M, N, K = plan.M, plan.N, plan.K
     dev = a_bits.device.id
@@ -552,16 +577,48 @@ def _arguments(plan: _Plan, a_bits: Any, a_scales: Any, b_bits: Any, b_scales: A
     # The scales are read each call: a NumPy array's values may have changed since the last one.
     sa, sb = _device_scales(a_scales, cupy), _device_scales(b_scales, cupy)
     C = out if out is not None else cupy.empty((M, N), dtype=cupy.uint16)
-    args: tuple = (map_a, map_b, sa, sb, C, np.int32(M), np.int32(N), np.int32(K))
-    if plan.n_splits:
-        # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order)
-        # and a counter per tile, which starts at zero and which the kernel leaves at zero.
-        counters = zero_counters(plan.tiles, dev, cupy.cuda.get_current_stream().ptr)
-        args += (np.int32(plan.n_splits), _split_slices(plan), counters)
-    return args, C
+    if not plan.n_splits:  # the per-tensor kernel
+        return (map_a, map_b, sa, sb, C, np.int32(M), np.int32(N), np.int32(K)), C, ()
+    map_sa: Any = np.uint64(0)  # a null map: only the kernel with A's scales by TMA reads it
+    keep: tuple = ()
+    if plan.scales == 2:
+        sa_t = a_scales_m_major(sa.reshape(M, -1), cupy)
+        # Row kb of the copy holds the M row scales of k-block kb; a box is one row × block_m floats, so a
+        # stage's scales are ONE copy (columns past M: zeros, in rows never stored).
+        map_sa = _device_row_map(sa_t.data.ptr, "float32", sa_t.shape[0], M, sa_t.shape[1], plan.block_m, dev)
+        keep = (sa_t,)
+    # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order), a counter
+    # per tile and the launch's epoch (a new number at every launch: see hopper.FixupCounters).
+    counters = fixup_counters(plan.tiles, dev, cupy.cuda.get_current_stream().ptr)
+    args: tuple = (map_a, map_b, map_sa, sa, sb, C, np.int32(M), np.int32(N), np.int32(K), np.int32(plan.n_splits),
+                   _split_slices(plan), counters.array, counters.epoch)
+    return args, C, keep
 
 
-_SLICES_ARG = 9  # the split-K slices' position in _arguments' tuple
+_SLICES_ARG = 10  # the split-K slices' position in _arguments' tuple
+
+
+def m_major_rows(M: int) -> int:
+    """The row length of A's M-major scales: M rounded up to whole 16-byte groups of floats (TMA's stride rule)."""
+    return -(-M // SCALE_ROW_ALIGN) * SCALE_ROW_ALIGN
+
+
+def a_scales_m_major(a_scales: Any, xp: Any = np) -> Any:
+    """A's (M, KB) row-major 1×128 scales as the kernel with staged_scales="tma" reads them: a (KB, m_major_rows(M))
+    float32 array whose row kb holds the M row scales of k-block kb side by side (padding columns zero).
+
+    Why: a tile of C needs, per k-block, one scale from each of its block_m rows. Row-major, those lie a whole row
+    of scales apart (KB floats), one 32-byte sector each; M-major, they are block_m consecutive floats, which one
+    TMA box (1 × block_m) brings into the stage. TMA needs every row of a tensor 16 bytes apart: hence the padding
+    of M to a multiple of 4 floats. The values are the same numbers, moved: out[kb, m] == a_scales[m, kb]."""
+    s = xp.asarray(a_scales, dtype=xp.float32)
+    if s.ndim != 2:
+        raise ValueError(_bilingual(f"A's scales must be a 2-D (M, KB) array, not shape {tuple(s.shape)}",
+                                    f"A 的缩放因子必须是二维 (M, KB) 数组，而不是形状 {tuple(s.shape)}"))
+    M, kb = s.shape
+    out = xp.zeros((kb, m_major_rows(M)), dtype=xp.float32)
+    out[:, :M] = s.T
+    return out
 
 
 def _split_slices(plan: _Plan) -> Any:
@@ -570,16 +627,17 @@ def _split_slices(plan: _Plan) -> Any:
     return cupy.empty((plan.n_splits, plan.M, plan.N) if plan.n_splits > 1 else (1,), dtype=cupy.float32)
 
 
-def _packed(plan: _Plan, args: tuple, callers: tuple = (), fresh_slices: bool = False) -> PackedLaunch:
+def _packed(plan: _Plan, args: tuple, callers: tuple = (), fresh_slices: bool = False,
+            keep: tuple = ()) -> PackedLaunch:
     """The plan's launch with these arguments packed for the driver (see driver.packed_launch); fresh_slices:
     start() takes new split-K slices each time (a remembered call must not hold an M×N×splits array)."""
     fresh = (_SLICES_ARG,) if fresh_slices and plan.n_splits > 1 else ()
-    return packed_launch(plan.kernel, plan.grid, (THREADS, 1, 1), plan.shared, args, callers, fresh)
+    return packed_launch(plan.kernel, plan.grid, (THREADS, 1, 1), plan.shared, args, callers, fresh, keep)
 
 
 def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling: str = "blockwise",
              out: Any = None, stages: Optional[int] = None, block_n: Optional[int] = None, overlap: bool = True,
-             splits: Any = "auto", block_m: Optional[int] = None, staged_scales: bool = False) -> Any:
+             splits: Any = "auto", block_m: Optional[int] = None, staged_scales: Any = False) -> Any:
     """C = A · Bᵀ of FP8 (e4m3) matrices with their scales, on a Hopper GPU; C is bf16 (uint16 bits).
 
     a_bits: M×K uint8 and b_bits: N×K uint8 CuPy arrays (B K-contiguous, as FP8 wgmma reads it).
@@ -591,25 +649,28 @@ def fp8_gemm(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, *, scaling:
     stage_choices; default the deepest). block_n (per_tensor): 256 or 128, the tile's width.
     overlap (blockwise): promote one k-block while the Tensor Cores sum the next (True) or wait
     for each (False). splits (blockwise): split-K, "auto" or 1…16. block_m (blockwise): 128, or 64 for few
-    rows of A (64×128 tiles whose two consumers split the columns). staged_scales (blockwise): the producer
-    copies each k-block's scales into its stage of shared memory (True) or every consumer thread loads its own
-    from global memory (False). Compare with fp8.reference_gemm_fp8.
+    rows of A (64×128 tiles whose two consumers split the columns). staged_scales (blockwise): where the
+    consumers find the scales: every consumer thread loads its own from global memory (False), the producer
+    copies each k-block's scales into its stage of shared memory, 4 bytes a row (True), or the producer brings
+    A's as one TMA box of an M-major copy made on each call (a_scales_m_major) ("tma"). Compare with
+    fp8.reference_gemm_fp8.
     A call that repeats an earlier one with the same arrays (out given, scales as float32 CuPy arrays) and on
-    the same stream starts the launch packed then: what it costs on the host is about the driver call.
+    the same stream starts the launch packed then: what it costs on the host is about the driver call ("tma"
+    excepted: its M-major copy is made again on every call, since the scales may have changed in place).
     """
     setting = dict(stages=stages, block_n=block_n, overlap=overlap, splits=splits, block_m=block_m,
                    staged_scales=staged_scales)
-    repeat = _plan_key(a_bits, a_scales, b_bits, b_scales, scaling, out, setting, exact=True) \
-        if out is not None else None
+    fixed_args = out is not None and scales_code(staged_scales) != 2
+    repeat = _plan_key(a_bits, a_scales, b_bits, b_scales, scaling, out, setting, exact=True) if fixed_args else None
     seen = _REPEATS.get(repeat) if repeat is not None else None
     if seen is not None:
         plan, launch = seen
         launch.start(*((_split_slices(plan),) if plan.n_splits > 1 else ()))
         return out
     plan = _planned(a_bits, a_scales, b_bits, b_scales, scaling, out, **setting)
-    args, C = _arguments(plan, a_bits, a_scales, b_bits, b_scales, out)
+    args, C, _ = _arguments(plan, a_bits, a_scales, b_bits, b_scales, out)  # the M-major copy: freed in stream order
     allow_shared(plan.kernel, plan.shared)
-    plan.kernel(plan.grid, (THREADS, 1, 1), args, shared_mem=plan.shared)  # a first call: CuPy names any error
+    plan.kernel(plan.grid, (THREADS, 1, 1), launch_values(args), shared_mem=plan.shared)  # CuPy names any error
     if repeat is not None:
         launch = _packed(plan, args, callers=(a_bits, a_scales, b_bits, b_scales, out), fresh_slices=True)
         remember(_REPEATS, _PLANS_LOCK, repeat, (plan, launch), REPEAT_CACHE_SIZE)

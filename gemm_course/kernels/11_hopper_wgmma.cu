@@ -421,8 +421,9 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[128], unsigned c
 //                            writes its own partial sums too and adds 1 as well.
 //
 // Whoever's 1 completes the count is the fixer: it sums the parts in k order (head, then the later
-// clusters), so C is the same bit for bit whichever cluster finished last, and sets the counter back
-// to zero for the next launch. Nobody waits for anybody, so the schedule cannot deadlock even when
+// clusters), so C is the same bit for bit whichever cluster finished last. The counters carry the
+// launch's epoch (arrive_epoch, tma.cuh): a count another launch left, even one cut short, reads as
+// zero, so nobody sets them back. Nobody waits for anybody, so the schedule cannot deadlock even when
 // some clusters start only after others have finished.
 
 struct Segment { int pair, kb, ke; };  // k-tiles kb ≤ kt < ke of one pair
@@ -510,20 +511,21 @@ __device__ __forceinline__ void read_partial(float (&d)[REGS], const float* slot
 // atomic by one thread; the fixer's threads read the slots after the barrier that follows its acquire.
 template <int REGS>
 __device__ bool stream_k_fixup(float (&d)[REGS], const ClusterWork& work, const Segment& s, float* workspace,
-                               int* counters, int rank, int consumer, int thread, volatile int* flag)
+                               int* counters, unsigned epoch, int rank, int consumer, int thread,
+                               volatile int* flag)
 {
     const long long first = (long long)s.pair * work.tiles_k;
     const int head = work.holder(first), last = work.holder(first + work.tiles_k - 1);
     const int later_parts = last - head;  // clusters after the head that hold some of this pair's k-tiles
     int* counter = counters + (s.pair * 2 + rank) * 2 + consumer;
     const bool is_head = s.kb == 0;
-    if (thread == 0) *flag = is_head && load_acquire(counter) == later_parts;
+    if (thread == 0) *flag = is_head && epoch_count(load_acquire(counter), epoch) == later_parts;
     warpgroup_barrier(consumer);
     bool fixer = *flag;
     if (!fixer) {
         write_partial(d, partial_slot(workspace, work.cluster, is_head ? 1 : 0, rank, consumer), thread);
         warpgroup_barrier(consumer);  // every thread's part is stored before the one atomic publishes them
-        if (thread == 0) *flag = arrive_acq_rel(counter) == later_parts;
+        if (thread == 0) *flag = arrive_epoch(counter, epoch) == later_parts;
         warpgroup_barrier(consumer);
         fixer = *flag;
     }
@@ -533,7 +535,6 @@ __device__ bool stream_k_fixup(float (&d)[REGS], const ClusterWork& work, const 
         if (!is_head) read_partial<REGS, false>(d, partial_slot(workspace, head, 1, rank, consumer), thread);
         for (int c = head + 1; c <= last; ++c)
             read_partial<REGS, true>(d, partial_slot(workspace, c, 0, rank, consumer), thread);
-        if (thread == 0) *counter = 0;  // every part has arrived: ready for the next launch
     }
     warpgroup_barrier(consumer);  // the flag is read by all before thread 0 writes it again
     return fixer;
@@ -543,7 +544,8 @@ __device__ bool stream_k_fixup(float (&d)[REGS], const ClusterWork& work, const 
 template <bool BF16, int STAGES, typename OutT, bool TMA_STORE, bool RELEASE_CLUSTER, bool STREAM_K>
 __device__ __forceinline__ void clustered_gemm(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                                                const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N,
-                                               int K, float* __restrict__ workspace, int* __restrict__ counters)
+                                               int K, float* __restrict__ workspace, int* __restrict__ counters,
+                                               unsigned epoch)
 {
     constexpr int BM = 128, BN = 256, A_BYTES = BM * HOPPER_BK * 2, B_BYTES = BN * HOPPER_BK * 2;
     constexpr int CLUSTER = 2, CONSUMER_WARPS = 8;
@@ -631,7 +633,8 @@ __device__ __forceinline__ void clustered_gemm(const TensorMap* __restrict__ map
             pin(d);
             if constexpr (STREAM_K) {
                 if ((seg.kb != 0 || seg.ke != tiles_k) &&
-                    !stream_k_fixup(d, work, seg, workspace, counters, rank, consumer, thread, &fixer_flag[consumer]))
+                    !stream_k_fixup(d, work, seg, workspace, counters, epoch, rank, consumer, thread,
+                                    &fixer_flag[consumer]))
                     continue;  // this part waits in the workspace for the pair's fixer
             }
             if constexpr (TMA_STORE)
@@ -651,16 +654,18 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
 hopper_wgmma_clustered(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                        const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K)
 {
-    clustered_gemm<BF16, STAGES, OutT, TMA_STORE, RELEASE_CLUSTER, false>(map_a, map_b, map_c, C, M, N, K, nullptr, nullptr);
+    clustered_gemm<BF16, STAGES, OutT, TMA_STORE, RELEASE_CLUSTER, false>(map_a, map_b, map_c, C, M, N, K, nullptr,
+                                                                          nullptr, 0);
 }
 
 // Step 7: workspace holds clusters × 8 slots of PARTIAL_FLOATS floats; counters one int per (pair, rank,
-// consumer), zero at the launch (the kernel leaves them zero).
+// consumer), tagged with epoch, a number the host changes at every launch on them.
 template <bool BF16, int STAGES, typename OutT = float>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
 hopper_wgmma_streamk(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                      const TensorMap* __restrict__ map_c, OutT* __restrict__ C, int M, int N, int K,
-                     float* __restrict__ workspace, int* __restrict__ counters)
+                     float* __restrict__ workspace, int* __restrict__ counters, unsigned epoch)
 {
-    clustered_gemm<BF16, STAGES, OutT, true, false, true>(map_a, map_b, map_c, C, M, N, K, workspace, counters);
+    clustered_gemm<BF16, STAGES, OutT, true, false, true>(map_a, map_b, map_c, C, M, N, K, workspace, counters,
+                                                          epoch);
 }

@@ -32,7 +32,7 @@
 //                                 m64n128k32. OVERLAP = false: each k-block is waited for, then promoted
 //                                 (the Tensor Cores idle meanwhile); OVERLAP = true: two partial-sum
 //                                 buffers, so the next k-block's wgmma runs while this one is promoted.
-//                                 STAGED (b and c): where the consumers find the scales, see below.
+//                                 SCALES (b and c): where the consumers find the scales, see below.
 //   (c) fp8_gemm_blockwise_m64    kernel (b) for few rows of A (decode shapes): 64×128 tiles whose two
 //                                 consumers split the columns (m64n64k32 each); see the end of the file.
 //
@@ -40,8 +40,10 @@
 // weight matrix: N/128 tiles for 132 SMs) each tile's k-blocks are cut into `splits` ranges, one work
 // unit each, so that every SM has work. A unit writes its fp32 partial tile into its own slice of a
 // workspace; the unit that arrives last at its tile (a counter per tile) adds the slices in split
-// order, writes bf16 C and sets the counter back to zero for the next launch. Adding in a fixed order
-// (not with atomic additions, whose order changes from run to run) keeps C the same on every run.
+// order and writes bf16 C. Adding in a fixed order (not with atomic additions, whose order changes
+// from run to run) keeps C the same on every run. The counters are tagged with the launch's EPOCH, a
+// number the host changes at every launch (arrive_epoch, tma.cuh): a count left by another launch,
+// even one that stopped halfway, reads as zero, so no launch has to set them back.
 //
 // PROMOTION (kernel b). The Tensor Core adds FP8 products into its fp32 accumulator with fewer bits
 // than a true fp32 addition (about 14 significant bits are kept, as measured by others), so a long
@@ -55,17 +57,32 @@
 //
 //     per thread: 64 registers of part + 64 of acc (why the tile is 128×128, not 128×256)
 //
-// SCALES, STAGED OR NOT (kernels b and c). With STAGED = false every consumer thread loads its three
-// scales of a k-block (its two rows' of A, its tile's of B) from global memory itself: 8 warps × 3 load
-// instructions per k-block and block, each reaching 8 rows of A that lie a whole row of scales apart.
-// With STAGED = true the producer warp copies them into the stage, beside the k-block's A and B: each
-// lane copies 4 bytes per row of the tile (cp.async, 4 rows per lane for 128 rows) and lane 0 B's one
-// scale; each lane's copies then arrive on the stage's full barrier on their own (cp.async.mbarrier
-// .arrive.noinc), so the barrier now counts 1 + 32 arrivals. A consumer reads its scales from shared
-// memory once the stage is full, like A and B:
+// SCALES: WHERE THE CONSUMERS FIND THEM (kernels b and c; the template argument SCALES, three ways).
 //
-//   stage s:  A 128 rows × 128 B | B 128 rows × 128 B  ...  scales of stage s: A[0…127], B, 3 floats pad
+//   SCALES_GLOBAL  every consumer thread loads its three scales of a k-block (its two rows' of A, its
+//                  tile's of B) from global memory itself: 8 warps × 3 load instructions per k-block and
+//                  block, each reaching 8 rows of A that lie a whole row of scales apart.
+//   SCALES_STAGED  the producer warp copies them into the stage, beside the k-block's A and B: each lane
+//                  copies 4 bytes per row of the tile (cp.async, 4 rows per lane for 128 rows) and lane 0
+//                  B's one scale; each lane's copies then arrive on the stage's full barrier on their own
+//                  (cp.async.mbarrier.arrive.noinc), so the barrier counts 1 + 32 arrivals. 129 copies of
+//                  4 bytes per stage, each its own 32-byte sector: A's scales are stored row-major, so a
+//                  tile's 128 row scales of one k-block lie a whole row of scales apart.
+//   SCALES_TMA     the host stores a copy of A's scales M-MAJOR (k-block by k-block, the M row scales of
+//                  each side by side: a_scales_t below); then a tile's row scales of one k-block are BM
+//                  consecutive floats, and the producer brings them with ONE TMA box (BM floats × 1) that
+//                  completes on the stage's full barrier with A's and B's boxes (its bytes counted in the
+//                  same expect_tx; rows past M arrive as zeros). B's one scale per k-block is loaded by each
+//                  consumer thread from global memory before it waits (one address for the whole warp).
 //
+//   stage s (STAGED):  A 128 rows × 128 B | B 128 rows × 128 B  ...  scales: A[0…127], B, 3 floats pad
+//   stage s (TMA):     A 128 rows × 128 B | B 128 rows × 128 B  ...  scales: A[0…127] (512 B, one box)
+//
+//   a_scales (row-major, M × KB):          a_scales_t (M-major, KB × M_pad, M_pad = M rounded up to 4):
+//     row m:  s[m][0] s[m][1] … s[m][KB-1]   row kb: s[0][kb] s[1][kb] … s[M-1][kb] (pad)
+//   a tile's k-block kb: one float from each of BM rows    a tile's k-block kb: BM floats in a row
+//
+// A consumer reads its staged scales from shared memory once the stage is full, like A and B.
 // While one consumer warpgroup promotes, the other one's wgmma keeps the Tensor Cores busy. Kernel
 // (a) does no promotion: it is what cuBLAS calls "fast accumulation" (torch._scaled_mm with
 // use_fast_accum=True), faster and less precise on long K.
@@ -86,7 +103,8 @@
 // 128-row tile of B.
 //
 // Preconditions (the host checks them): K a multiple of 16 (TMA needs 16-byte row strides); A and B
-// start on 16-byte boundaries. M and N are free: past the edges TMA fills zeros (a shorter last
+// start on 16-byte boundaries; SCALES_TMA: a_scales_t's rows a multiple of 4 floats apart and its start on
+// 16 bytes (TMA's stride rule again), which the host's M-major copy guarantees. M and N are free: past the edges TMA fills zeros (a shorter last
 // k-block of scales then covers only the real columns, as fp8.py defines it), and only elements
 // inside C are stored (pairs of bf16 when N is even, single values when N is odd).
 #include "tma.cuh"
@@ -99,9 +117,16 @@ constexpr int FP8_BK = 128;               // k per stage: 128 bytes = one swizzl
 constexpr int FP8_A_BYTES = FP8_BM * FP8_BK;
 constexpr int FP8_CONSUMER_WARPS = 8;
 
-// One stage's scales (STAGED): BM floats of A, one of B, padded so every stage starts on 16 bytes.
-template <int BM>
-__host__ __device__ constexpr int scale_slot_bytes() { return (BM + 4) * 4; }
+// Where the consumers find the scales (the template argument SCALES of kernels b and c; see above).
+constexpr int SCALES_GLOBAL = 0, SCALES_STAGED = 1, SCALES_TMA = 2;
+
+// One stage's scales. STAGED: BM floats of A, one of B, padded so every stage starts on 16 bytes. TMA: BM
+// floats of A, one box (512 or 256 B: every slot starts on 128 bytes, the ring's start being 1024-aligned).
+template <int BM, int SCALES>
+__host__ __device__ constexpr int scale_slot_bytes()
+{
+    return SCALES == SCALES_STAGED ? (BM + 4) * 4 : SCALES == SCALES_TMA ? BM * 4 : 0;
+}
 
 // A K-major operand with the 128-byte swizzle, as Level 11's A: 8-row groups 1024 B apart (the
 // "leading" offset is not used by a swizzled K-major operand whose k fits in one swizzle row; 16 B as
@@ -211,14 +236,15 @@ __device__ __forceinline__ void arrive_when_copied(unsigned bar)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
 }
 
-// STAGED = false: thread 0 alone. STAGED = true: the whole warp 0, every lane copying scales (above).
-template <int BN, int STAGES, int BM, bool STAGED>
-__device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap* map_b, const float* a_scales,
-                                        const float* b_scales, unsigned a_base, unsigned b_base,
-                                        unsigned scale_base, unsigned long long* full,
+// Thread 0 alone, except with SCALES_STAGED: the whole warp 0, every lane copying scales (above).
+template <int BN, int STAGES, int BM, int SCALES>
+__device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_a_scales,
+                                        const float* a_scales, const float* b_scales, unsigned a_base,
+                                        unsigned b_base, unsigned scale_base, unsigned long long* full,
                                         unsigned long long* empty, int M, int N, int K, int splits)
 {
     constexpr int A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
+    constexpr int SCALE_BYTES = SCALES == SCALES_TMA ? BM * 4 : 0;  // A's scales by TMA: one box, counted too
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
     const int lane = threadIdx.x % 32;
     int it = 0;  // k-blocks issued so far, over all units: position in the ring and its phase
@@ -229,12 +255,14 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
             const unsigned bar = smem_u32(&full[s]);
             mbar_wait(smem_u32(&empty[s]), (it / STAGES + 1) % 2);  // first round: passes at once
             if (lane == 0) {
-                mbar_expect_bytes(bar, A_BYTES + B_BYTES);  // parts past the edges count too (zeros)
+                mbar_expect_bytes(bar, A_BYTES + B_BYTES + SCALE_BYTES);  // parts past the edges count too (zeros)
                 tma_load(a_base + s * A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
                 tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
+                if constexpr (SCALES == SCALES_TMA)  // row kb of the M-major copy, its BM floats from row m0 on
+                    tma_load(scale_base + s * SCALE_BYTES, map_a_scales, w.m0, kb, bar);
             }
-            if constexpr (STAGED) {
-                const unsigned slot = scale_base + s * scale_slot_bytes<BM>();
+            if constexpr (SCALES == SCALES_STAGED) {
+                const unsigned slot = scale_base + s * scale_slot_bytes<BM, SCALES>();
                 // Rows past M (never stored) take row M - 1's scale: every address stays inside the array.
                 for (int r = lane; r < BM; r += 32)
                     copy_scale(slot + 4 * r, a_scales + (size_t)min(w.m0 + r, M - 1) * k_blocks + kb);
@@ -244,19 +272,20 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
             }
         }
     }
-    if constexpr (STAGED) asm volatile("cp.async.wait_all;\n" ::: "memory");  // none left in flight
+    if constexpr (SCALES == SCALES_STAGED) asm volatile("cp.async.wait_all;\n" ::: "memory");  // none left in flight
 }
 
 // Barriers, then the producer's side. Returns false in the producer warpgroup (its work is done).
-template <int BN, int STAGES, int BM = FP8_BM, bool STAGED = false>
-__device__ __forceinline__ bool start_roles(const TensorMap* map_a, const TensorMap* map_b, const float* a_scales,
+template <int BN, int STAGES, int BM = FP8_BM, int SCALES = SCALES_GLOBAL>
+__device__ __forceinline__ bool start_roles(const TensorMap* map_a, const TensorMap* map_b,
+                                            const TensorMap* map_a_scales, const float* a_scales,
                                             const float* b_scales, unsigned a_base, unsigned b_base,
                                             unsigned scale_base, unsigned long long* full,
                                             unsigned long long* empty, int M, int N, int K, int splits)
 {
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(smem_u32(&full[s]), STAGED ? 1 + 32 : 1);  // the producer's expect_tx (+ each lane's copies)
+            mbar_init(smem_u32(&full[s]), SCALES == SCALES_STAGED ? 1 + 32 : 1);  // expect_tx (+ each lane's copies)
             mbar_init(smem_u32(&empty[s]), FP8_CONSUMER_WARPS);   // one arrival per consumer warp
         }
         fence_barrier_init();
@@ -264,9 +293,9 @@ __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const Tensor
     __syncthreads();
     if (threadIdx.x < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x < (STAGED ? 32 : 1))
-            produce<BN, STAGES, BM, STAGED>(map_a, map_b, a_scales, b_scales, a_base, b_base, scale_base, full,
-                                            empty, M, N, K, splits);
+        if (threadIdx.x < (SCALES == SCALES_STAGED ? 32 : 1))
+            produce<BN, STAGES, BM, SCALES>(map_a, map_b, map_a_scales, a_scales, b_scales, a_base, b_base,
+                                            scale_base, full, empty, M, N, K, splits);
         return false;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -286,7 +315,8 @@ fp8_gemm_per_tensor(const TensorMap* __restrict__ map_a, const TensorMap* __rest
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * FP8_A_BYTES;
-    if (!start_roles<BN, STAGES>(map_a, map_b, nullptr, nullptr, a_base, b_base, 0, full, empty, M, N, K, 1)) return;
+    if (!start_roles<BN, STAGES>(map_a, map_b, nullptr, nullptr, nullptr, a_base, b_base, 0, full, empty, M, N, K, 1))
+        return;
 
     const int thread = threadIdx.x % 128, rows = (threadIdx.x / 128 - 1) * 64;  // this consumer's rows
     const bool releaser = thread % 32 == 0;
@@ -332,31 +362,41 @@ __device__ __forceinline__ void promote(float (&acc)[REGS], const float (&part)[
 }
 
 // The scales of k-block kb (in ring stage s) for this thread's two rows, already multiplied by B's
-// block scale. STAGED = false: from global memory, any time (the consumers load them before they wait
-// for the stage, so the load's latency hides); STAGED = true: from the stage, once it is full.
-template <bool STAGED_, int BM>
+// block scale, in two parts: before_wait, what comes from global memory (the consumers load it before they
+// wait for the stage, so the load's latency hides: all three scales with SCALES_GLOBAL, B's with SCALES_TMA);
+// after_wait, what is in the stage once it is full (SCALES_STAGED: all three; SCALES_TMA: A's two).
+template <int SCALES_, int BM>
 struct BlockScales {
-    static constexpr bool STAGED = STAGED_;
-    const float *a_top, *a_bottom, *b_row;  // STAGED = false: this thread's rows of the scale arrays
-    const float* stages;                    // STAGED = true: the scales of stage 0 in shared memory
-    int row;                                // STAGED = true: the top row in the tile
-    __device__ __forceinline__ void at(int kb, int s, float& top, float& bottom) const
+    static constexpr int SCALES = SCALES_;
+    const float *a_top, *a_bottom, *b_row;  // global memory: this thread's rows of the scale arrays
+    const float* stages;                    // STAGED, TMA: the scales of stage 0 in shared memory
+    int row;                                // STAGED, TMA: the top row in the tile
+    __device__ __forceinline__ void before_wait(int kb, float& top, float& bottom) const
     {
-        if constexpr (STAGED) {
-            const float* slot = stages + s * (scale_slot_bytes<BM>() / 4);
-            top = slot[row] * slot[BM];
-            bottom = slot[row + 8] * slot[BM];
-        } else {
+        if constexpr (SCALES == SCALES_GLOBAL) {
             const float b = b_row[kb];
             top = a_top[kb] * b;
             bottom = a_bottom[kb] * b;
+        } else if constexpr (SCALES == SCALES_TMA) {
+            top = bottom = b_row[kb];  // times A's, once the stage is full
+        }
+    }
+    __device__ __forceinline__ void after_wait(int s, float& top, float& bottom) const
+    {
+        const float* slot = stages + s * (scale_slot_bytes<BM, SCALES>() / 4);
+        if constexpr (SCALES == SCALES_STAGED) {
+            top = slot[row] * slot[BM];
+            bottom = slot[row + 8] * slot[BM];
+        } else if constexpr (SCALES == SCALES_TMA) {
+            top = slot[row] * top;  // a · b, the same product (and rounding) as the other two ways
+            bottom = slot[row + 8] * bottom;
         }
     }
 };
 
 // The scales a consumer thread of a tile at (m0, n0) reads; my_row: its top row in the tile (and + 8).
-template <bool STAGED, int BM, int BN>
-__device__ __forceinline__ BlockScales<STAGED, BM> scales_for(const float* a_scales, const float* b_scales,
+template <int SCALES, int BM, int BN>
+__device__ __forceinline__ BlockScales<SCALES, BM> scales_for(const float* a_scales, const float* b_scales,
                                                               const float* stages, const WorkUnit& w, int M,
                                                               int k_blocks, int my_row)
 {
@@ -367,29 +407,38 @@ __device__ __forceinline__ BlockScales<STAGED, BM> scales_for(const float* a_sca
 }
 
 // The thread's two rows in one slice of the workspace: register 4j + i is row (+8 if i ≥ 2), column
-// col + 8j + i%2, so every element is a fixed offset from one of two pointers (64 separate addresses
-// would not fit in registers beside the accumulators). `visit` stores one element.
+// col + 8j + i%2, so every element is a fixed offset from one of two row pointers (64 separate addresses
+// would not fit in registers beside the accumulators). A row past M takes the slice's first row as its
+// pointer and is never touched: no address outside the workspace is ever formed, not even one left unused.
+// `visit` stores one element.
 struct StoreTo {
     __device__ void operator()(float* p, float& v) const { __stcg(p, v); }
 };
 
+// Row `row` of an M×N slice, or the slice itself for a row past M (never read or written through).
+__device__ __forceinline__ float* slice_row(float* slice, int row, int M, int N)
+{
+    return row < M ? slice + (size_t)row * N : slice;
+}
+
 template <int REGS, typename Visit>
-__device__ __forceinline__ void each_element(float (&acc)[REGS], float* top, int M, int N, int row, int col,
+__device__ __forceinline__ void each_element(float (&acc)[REGS], float* slice, int M, int N, int row, int col,
                                              Visit visit)
 {
-    float* bottom = top + 8 * (size_t)N;
+    float* top = slice_row(slice, row, M, N);
+    float* bottom = slice_row(slice, row + 8, M, N);
 #pragma unroll
     for (int j = 0; j < REGS / 4; ++j) {
         const int c = col + 8 * j;
         if (c >= N) continue;
         const bool pair = c + 1 < N;
         if (row < M) {
-            visit(top + 8 * j, acc[4 * j]);
-            if (pair) visit(top + 8 * j + 1, acc[4 * j + 1]);
+            visit(top + c, acc[4 * j]);
+            if (pair) visit(top + c + 1, acc[4 * j + 1]);
         }
         if (row + 8 < M) {
-            visit(bottom + 8 * j, acc[4 * j + 2]);
-            if (pair) visit(bottom + 8 * j + 1, acc[4 * j + 3]);
+            visit(bottom + c, acc[4 * j + 2]);
+            if (pair) visit(bottom + c + 1, acc[4 * j + 3]);
         }
     }
 }
@@ -397,20 +446,20 @@ __device__ __forceinline__ void each_element(float (&acc)[REGS], float* top, int
 // A split unit's end: write the partial tile into this split's slice of the workspace (M×N floats
 // per split); the last unit of the tile to arrive adds the slices in split order and writes bf16 C.
 // Ordering: the consumers' stores, then the CTA barrier, then ONE acquire-release atomic on the
-// tile's counter (arrive_acq_rel, tma.cuh).
+// tile's counter (arrive_epoch, tma.cuh), tagged with this launch's epoch.
 
 template <int REGS>
 __device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* workspace, int* tile_counters,
-                                                  int splits, const WorkUnit& w, u16* C, int M, int N, int m0,
-                                                  int n0, int thread, int* last_flag)
+                                                  unsigned epoch, int splits, const WorkUnit& w, u16* C, int M,
+                                                  int N, int m0, int n0, int thread, int* last_flag)
 {
     // m0, n0: where this consumer's 64 rows × REGS/2 columns of C start
     const int row = m0 + (thread / 32) * 16 + (thread % 32) / 4;  // and row + 8
     const int col = n0 + (thread % 4) * 2;
     const size_t slice = (size_t)M * N;
-    each_element(acc, workspace + w.part * slice + (size_t)row * N + col, M, N, row, col, StoreTo{});
+    each_element(acc, workspace + w.part * slice, M, N, row, col, StoreTo{});
     asm volatile("bar.sync 1, 256;\n" ::: "memory");  // both consumer warpgroups have stored
-    if (threadIdx.x == 128) *last_flag = arrive_acq_rel(tile_counters + w.tile) == splits - 1;
+    if (threadIdx.x == 128) *last_flag = arrive_epoch(tile_counters + w.tile, epoch) == splits - 1;
     asm volatile("bar.sync 1, 256;\n" ::: "memory");
     if (!*last_flag) return;
     // Slice by slice, in split order. Plain loads: after the acquire (which also emptied this SM's L1)
@@ -421,15 +470,15 @@ __device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* wor
     for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;
     const bool top_ok = row < M, bottom_ok = row + 8 < M;
     for (int q = 0; q < splits; ++q) {
-        const float* top = workspace + q * slice + (size_t)row * N + col;
-        const float* bottom = top + 8 * (size_t)N;
+        const float* top = slice_row(workspace + q * slice, row, M, N);
+        const float* bottom = slice_row(workspace + q * slice, row + 8, M, N);
 #pragma unroll
         for (int j = 0; j < REGS / 4; ++j) {
             const int c = col + 8 * j;
             const bool first = c < N, second = c + 1 < N;  // second implies first
-            const float a = top_ok && first ? top[8 * j] : 0.0f, b = top_ok && second ? top[8 * j + 1] : 0.0f;
-            const float d = bottom_ok && first ? bottom[8 * j] : 0.0f;
-            const float e = bottom_ok && second ? bottom[8 * j + 1] : 0.0f;
+            const float a = top_ok && first ? top[c] : 0.0f, b = top_ok && second ? top[c + 1] : 0.0f;
+            const float d = bottom_ok && first ? bottom[c] : 0.0f;
+            const float e = bottom_ok && second ? bottom[c + 1] : 0.0f;
             acc[4 * j] += a;
             acc[4 * j + 1] += b;
             acc[4 * j + 2] += d;
@@ -437,7 +486,6 @@ __device__ __forceinline__ void finish_split_unit(float (&acc)[REGS], float* wor
         }
     }
     store_tile_bf16(acc, 1.0f, C, M, N, m0, n0, thread);
-    if (threadIdx.x == 128) tile_counters[w.tile] = 0;  // ready for the next launch
 }
 
 // The overlapped k-loop of kernels (b) and (c): two partial sums in turn, so that while the CUDA cores
@@ -457,9 +505,9 @@ __device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const Wo
     float top0, bottom0, top1, bottom1;  // each buffer's scales, loaded when its wgmma is issued
     auto issue = [&](float (&part)[REGS], float& top, float& bottom, int kb, int at) {
         const int s = at % STAGES;
-        if constexpr (!Scales::STAGED) scales.at(kb, s, top, bottom);  // used only after the wgmma
+        scales.before_wait(kb, top, bottom);  // from global memory: used only after the wgmma
         mbar_wait(smem_u32(&full[s]), (at / STAGES) % 2);
-        if constexpr (Scales::STAGED) scales.at(kb, s, top, bottom);   // in the stage once it is full
+        scales.after_wait(s, top, bottom);    // from the stage, once it is full
         wgmma_fence();  // part was read by its last promotion: order that before wgmma rewrites it
         wgmma_k_block(part, a_tile + s * a_bytes, b_tile + s * b_bytes, true);
         wgmma_commit();
@@ -494,20 +542,23 @@ __device__ __forceinline__ void overlapped_k_blocks(float (&acc)[REGS], const Wo
     it += count;
 }
 
-template <int STAGES, bool OVERLAP, bool STAGED = false>
+// map_a_scales: the M-major copy of A's scales (SCALES_TMA; unused otherwise, may be null). epoch: this
+// launch's tag for the split-K counters (see SPLIT-K above).
+template <int STAGES, bool OVERLAP, int SCALES = SCALES_GLOBAL>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
-                   const float* __restrict__ a_scales, const float* __restrict__ b_scales, u16* __restrict__ C,
-                   int M, int N, int K, int splits, float* __restrict__ workspace, int* __restrict__ tile_counters)
+                   const TensorMap* __restrict__ map_a_scales, const float* __restrict__ a_scales,
+                   const float* __restrict__ b_scales, u16* __restrict__ C, int M, int N, int K, int splits,
+                   float* __restrict__ workspace, int* __restrict__ tile_counters, unsigned epoch)
 {
     constexpr int BN = 128, B_BYTES = BN * FP8_BK;  // BN = the side of B's scale tiles: one scale per k-block
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ int last_flag;
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * FP8_A_BYTES;
-    const unsigned scale_base = b_base + STAGES * B_BYTES;  // STAGED: each stage's scales
-    if (!start_roles<BN, STAGES, FP8_BM, STAGED>(map_a, map_b, a_scales, b_scales, a_base, b_base, scale_base, full,
-                                                 empty, M, N, K, splits))
+    const unsigned scale_base = b_base + STAGES * B_BYTES;  // STAGED, TMA: each stage's scales
+    if (!start_roles<BN, STAGES, FP8_BM, SCALES>(map_a, map_b, map_a_scales, a_scales, b_scales, a_base, b_base,
+                                                 scale_base, full, empty, M, N, K, splits))
         return;
     const float* stage_scales = reinterpret_cast<const float*>(smem + (scale_base - smem_u32(smem)));
 
@@ -519,7 +570,7 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
     int it = 0;
     for (int u = blockIdx.x; u < unit_count<BN>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN>(u, M, N, k_blocks, splits);
-        const auto scales = scales_for<STAGED, FP8_BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
+        const auto scales = scales_for<SCALES, FP8_BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
         float acc[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -528,9 +579,9 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
             float top, bottom;
             for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++it) {
                 const int s = it % STAGES;
-                if constexpr (!STAGED) scales.at(kb, s, top, bottom);  // loaded here, used after the wgmma
+                scales.before_wait(kb, top, bottom);  // loaded here, used after the wgmma
                 mbar_wait(smem_u32(&full[s]), (it / STAGES) % 2);
-                if constexpr (STAGED) scales.at(kb, s, top, bottom);
+                scales.after_wait(s, top, bottom);
                 wgmma_fence();  // part was read by the promotion below: order that before wgmma rewrites it
                 wgmma_k_block(part, a_rows + s * FP8_A_BYTES, b_base + s * B_BYTES, true);
                 wgmma_commit();
@@ -546,7 +597,7 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
         if (splits == 1)
             store_tile_bf16(acc, 1.0f, C, M, N, w.m0 + rows, w.n0, thread);  // the scales are already in acc
         else
-            finish_split_unit(acc, workspace, tile_counters, splits, w, C, M, N, w.m0 + rows, w.n0, thread,
+            finish_split_unit(acc, workspace, tile_counters, epoch, splits, w, C, M, N, w.m0 + rows, w.n0, thread,
                               &last_flag);
     }
 }
@@ -563,20 +614,21 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
 //
 //   stage:  A 64 rows × 128 B (8 KB)  |  B 128 rows × 128 B (16 KB): consumer 0 ← rows 0–63, 1 ← 64–127
 
-template <int STAGES, bool STAGED = false>
+template <int STAGES, int SCALES = SCALES_GLOBAL>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
-                       const float* __restrict__ a_scales, const float* __restrict__ b_scales, u16* __restrict__ C,
-                       int M, int N, int K, int splits, float* __restrict__ workspace, int* __restrict__ tile_counters)
+                       const TensorMap* __restrict__ map_a_scales, const float* __restrict__ a_scales,
+                       const float* __restrict__ b_scales, u16* __restrict__ C, int M, int N, int K, int splits,
+                       float* __restrict__ workspace, int* __restrict__ tile_counters, unsigned epoch)
 {
     constexpr int BM = 64, BN = 128, REGS = 32, A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ int last_flag;
     const unsigned a_base = aligned_base(smem), b_base = a_base + STAGES * A_BYTES;
-    const unsigned scale_base = b_base + STAGES * B_BYTES;  // STAGED: each stage's scales
-    if (!start_roles<BN, STAGES, BM, STAGED>(map_a, map_b, a_scales, b_scales, a_base, b_base, scale_base, full,
-                                             empty, M, N, K, splits))
+    const unsigned scale_base = b_base + STAGES * B_BYTES;  // STAGED, TMA: each stage's scales
+    if (!start_roles<BN, STAGES, BM, SCALES>(map_a, map_b, map_a_scales, a_scales, b_scales, a_base, b_base,
+                                             scale_base, full, empty, M, N, K, splits))
         return;
     const float* stage_scales = reinterpret_cast<const float*>(smem + (scale_base - smem_u32(smem)));
 
@@ -587,7 +639,7 @@ fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __r
     int it = 0;
     for (int u = blockIdx.x; u < unit_count<BN, BM>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN, BM>(u, M, N, k_blocks, splits);
-        const auto scales = scales_for<STAGED, BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
+        const auto scales = scales_for<SCALES, BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
         float acc[REGS];
 #pragma unroll
         for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;
@@ -596,7 +648,7 @@ fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __r
         if (splits == 1)
             store_tile_bf16(acc, 1.0f, C, M, N, w.m0, w.n0 + cols, thread);
         else
-            finish_split_unit(acc, workspace, tile_counters, splits, w, C, M, N, w.m0, w.n0 + cols, thread,
+            finish_split_unit(acc, workspace, tile_counters, epoch, splits, w, C, M, N, w.m0, w.n0 + cols, thread,
                               &last_flag);
     }
 }

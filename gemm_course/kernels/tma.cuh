@@ -84,15 +84,36 @@ __device__ __forceinline__ void tile_origin(int t, int M, int N, int& m0, int& n
 
 // --- counters in global memory, between blocks (split-K and stream-K fixups) -------------------------
 //
-// Add 1 to a counter and return its old value. Called by one thread after a barrier, where
-// __threadfence would be a full fence in every thread: release publishes every store the barrier
-// ordered before it; acquire, in the block that finds the count complete, makes the other blocks'
-// stores visible before the barrier that lets its threads read them.
-__device__ __forceinline__ int arrive_acq_rel(int* counter)
+// A counter is tagged with the EPOCH of the launch that counts in it: bits 8… hold the epoch, bits 0–7 the
+// arrivals (at most 255). The host gives each launch on a set of counters a new epoch (1 … 2^24 - 1, then 1
+// again), so a count left by an earlier launch, complete or cut short, reads as zero: no launch needs to set
+// the counters back, and none can inherit a wrong count.
+constexpr unsigned EPOCH_SHIFT = 8;
+
+// The arrivals of this launch in a counter's value (0 when another launch's epoch is in it).
+__device__ __forceinline__ int epoch_count(unsigned value, unsigned epoch)
 {
-    int old;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
-    return old;
+    return (value >> EPOCH_SHIFT) == epoch ? (int)(value & ((1u << EPOCH_SHIFT) - 1)) : 0;
+}
+
+// Arrive once on a counter for this launch's epoch and return the arrivals before this one. Called by one
+// thread after a barrier, where __threadfence would be a full fence in every thread: the compare-and-swap's
+// release publishes every store the barrier ordered before it; its acquire, in the block that finds the count
+// complete, makes the other blocks' stores visible before the barrier that lets its threads read them. A value
+// of another epoch is replaced by this epoch's first arrival.
+__device__ __forceinline__ int arrive_epoch(int* counter, unsigned epoch)
+{
+    unsigned seen;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+    for (;;) {
+        const int before = epoch_count(seen, epoch);
+        const unsigned next = (epoch << EPOCH_SHIFT) | (unsigned)(before + 1);
+        unsigned found;
+        asm volatile("atom.acq_rel.gpu.global.cas.b32 %0, [%1], %2, %3;\n"
+                     : "=r"(found) : "l"(counter), "r"(seen), "r"(next) : "memory");
+        if (found == seen) return before;
+        seen = found;  // another block arrived in between: count again from what it left
+    }
 }
 
 // Read a counter with acquire semantics: the stores published by the arrivals it counts are visible after.

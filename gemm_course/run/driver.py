@@ -58,8 +58,40 @@ def is_gpu_array(value: Any) -> bool:
     return hasattr(getattr(value, "data", None), "ptr")
 
 
+class LaunchEpoch:
+    """A kernel argument that is a new number at every launch: the epoch with which the split-K and stream-K
+    fixups tag their counters between blocks (tma.cuh, arrive_epoch). A count that an earlier launch left in
+    them, finished or cut short, then reads as zero, so no launch depends on another having ended cleanly.
+    next() counts 1, 2, … 2^24 - 1 and starts at 1 again (the epoch shares a 32-bit counter with 8 bits of
+    arrivals); a packed launch and a CuPy call alike take next() at every start (launch_values)."""
+
+    LIMIT = 1 << 24
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> np.uint32:
+        with self._lock:
+            self._last = self._last % (self.LIMIT - 1) + 1
+            return np.uint32(self._last)
+
+    @property
+    def last(self) -> int:
+        """The number the latest launch took (0 before the first)."""
+        return self._last
+
+
+def launch_values(args: Sequence[Any]) -> tuple:
+    """The arguments of one launch as CuPy's kernel call takes them: each LaunchEpoch's next number."""
+    return tuple(a.next() if isinstance(a, LaunchEpoch) else a for a in args)
+
+
 def _packed(value: Any) -> ctypes._SimpleCData:
-    """One kernel argument as the driver reads it: a GPU array as its address, a NumPy scalar as its C type."""
+    """One kernel argument as the driver reads it: a GPU array as its address, a NumPy scalar as its C type
+    (a LaunchEpoch: an unsigned int that start() sets)."""
+    if isinstance(value, LaunchEpoch):
+        return ctypes.c_uint32(0)
     if is_gpu_array(value):
         return ctypes.c_uint64(value.data.ptr)
     c_type = _C_TYPES.get(type(value))
@@ -75,7 +107,8 @@ class PackedLaunch:
     It keeps the objects in keep_alive (tensor maps and scratch arrays of its own, or the caller's arrays
     where the caller wants that): the driver reads addresses only, so whatever they point to must outlive
     every launch. fresh: argument positions whose array each start() supplies (scratch that must be new
-    per call, such as split-K's slices); their packed addresses change under a lock."""
+    per call, such as split-K's slices); their packed addresses change under a lock, and so does each
+    LaunchEpoch argument's number, a new one at every start()."""
 
     def __init__(self, kernel: Any, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                  args: Sequence[Any], keep_alive: Sequence[Any] = (), fresh: Sequence[int] = ()) -> None:
@@ -93,7 +126,8 @@ class PackedLaunch:
                       *(ctypes.c_uint(int(b)) for b in block), ctypes.c_uint(self._shared))
         self._keep_alive = tuple(keep_alive)
         self._fresh = tuple(fresh)
-        self._lock = threading.Lock() if fresh else None
+        self._epochs = tuple((i, a) for i, a in enumerate(args) if isinstance(a, LaunchEpoch))
+        self._lock = threading.Lock() if fresh or self._epochs else None
         self._launch = driver().cuLaunchKernel
 
     def start(self, *fresh_arrays: Any) -> None:
@@ -108,6 +142,8 @@ class PackedLaunch:
             with self._lock:  # the driver copies the arguments during the call: patch, launch, then release
                 for position, array in zip(self._fresh, fresh_arrays):
                     self._values[position].value = array.data.ptr
+                for position, epoch in self._epochs:
+                    self._values[position].value = int(epoch.next())
                 status = self._launch(*self._head, stream, self._pointers, None)
         if status != 0:
             raise RuntimeError(f"the kernel launch failed: {error_name(status)} (grid "
@@ -116,12 +152,13 @@ class PackedLaunch:
 
 
 def packed_launch(kernel: Any, grid: Sequence[int], block: Sequence[int], shared_bytes: int, args: Sequence[Any],
-                  callers: Sequence[Any] = (), fresh: Sequence[int] = ()) -> PackedLaunch:
+                  callers: Sequence[Any] = (), fresh: Sequence[int] = (), keep: Sequence[Any] = ()) -> PackedLaunch:
     """A PackedLaunch that keeps every array argument alive except the caller's own (callers: compared by
-    identity) and the fresh ones: a cache of launches must not hold its callers' memory."""
+    identity) and the fresh ones: a cache of launches must not hold its callers' memory. keep: more arrays
+    the kernel reads through an argument (e.g. the memory a tensor map describes)."""
     theirs = {id(x) for x in callers if x is not None}
     own = [a for i, a in enumerate(args) if i not in fresh and is_gpu_array(a) and id(a) not in theirs]
-    return PackedLaunch(kernel, grid, block, shared_bytes, args, keep_alive=own, fresh=fresh)
+    return PackedLaunch(kernel, grid, block, shared_bytes, args, keep_alive=own + list(keep), fresh=fresh)
 
 
 def remember(cache: dict, lock: threading.Lock, key: tuple, entry: Any, size: int) -> None:

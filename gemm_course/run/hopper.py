@@ -10,41 +10,52 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from gemm_course.run.driver import allow_shared, driver
+from gemm_course.run.driver import LaunchEpoch, allow_shared, driver
 from gemm_course.run.dtypes import dtype_name
 from gemm_course.levels import HOPPER_STEPS, hopper_pairs
 
 # CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion (cuda.h)
 _TMA_DTYPE = {"float16": 6, "bfloat16": 9, "float32": 7, "uint8": 0}  # uint8: FP8 e4m3 bytes (13_fp8)
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "uint8": 1}
-_SWIZZLE_128B = 3
+_SWIZZLE_NONE, _SWIZZLE_128B = 0, 3
 _L2_PROMOTION_256B = 3
 BOX_INNER = 64  # elements: 64 × 2 bytes = one 128-byte swizzle row
 
 
-def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int) -> bytes:
+def encode_tensor_map(address: int, type_name: str, rows: int, cols: int, box_rows: int, *,
+                      row_stride: Optional[int] = None, box_cols: Optional[int] = None) -> bytes:
     """The 128-byte CUtensorMap of a row-major rows × cols matrix, read or written in boxes of
     box_rows × 128 bytes (128 one-byte, 64 two-byte or 32 four-byte elements) with the 128-byte swizzle; reads
-    outside the matrix give zeros, writes outside it are dropped."""
+    outside the matrix give zeros, writes outside it are dropped.
+
+    box_cols: boxes of box_rows × box_cols elements instead, not swizzled (e.g. one row of 128 floats: Level 13's
+    scales). row_stride: elements from one row's start to the next (default cols; more for padded rows)."""
     size = _ITEMSIZE[type_name]
-    if cols * size % 16 or address % 16:
+    stride = cols if row_stride is None else row_stride
+    inner = 128 // size if box_cols is None else box_cols
+    if stride * size % 16 or address % 16 or stride < cols:
         raise ValueError("TMA needs 16-byte aligned rows: each row must be a whole number of 16-byte chunks "
                          "and the matrix must start on a 16-byte boundary")
+    if not 1 <= inner <= 256 or inner * size % 16 or not 1 <= box_rows <= 256:
+        raise ValueError(f"a TMA box is 1 to 256 elements on each side, its rows whole 16-byte chunks: "
+                         f"{box_rows}×{inner} of {size}-byte elements is not")
     tensor_map = (ctypes.c_uint64 * 16)()
     dims = (ctypes.c_uint64 * 2)(cols, rows)          # innermost first
-    strides = (ctypes.c_uint64 * 1)(cols * size)      # bytes between rows
-    box = (ctypes.c_uint32 * 2)(128 // size, box_rows)
+    strides = (ctypes.c_uint64 * 1)(stride * size)    # bytes between rows
+    box = (ctypes.c_uint32 * 2)(inner, box_rows)
     element_strides = (ctypes.c_uint32 * 2)(1, 1)
+    swizzle = _SWIZZLE_128B if box_cols is None else _SWIZZLE_NONE
     status = driver().cuTensorMapEncodeTiled(ctypes.byref(tensor_map), _TMA_DTYPE[type_name], 2,
                                               ctypes.c_void_p(address), dims, strides, box, element_strides,
-                                              0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
+                                              0, swizzle, _L2_PROMOTION_256B, 0)
     if status != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for a {rows}×{cols} "
-                           f"{type_name} matrix at {address:#x}, box {box_rows}×{128 // size}")
+                           f"{type_name} matrix at {address:#x}, box {box_rows}×{inner}")
     return bytes(tensor_map)
 
 
@@ -54,6 +65,18 @@ def _device_tensor_map(address: int, type_name: str, rows: int, cols: int, box_r
 
     with cupy.cuda.Device(device_id):  # the map only describes memory: reuse it for the same matrix
         return cupy.asarray(np.frombuffer(encode_tensor_map(address, type_name, rows, cols, box_rows), np.uint64))
+
+
+@functools.lru_cache(maxsize=64)
+def _device_row_map(address: int, type_name: str, rows: int, cols: int, row_stride: int, box_cols: int,
+                    device_id: int) -> Any:
+    """A tensor map (in GPU memory) of a rows × cols matrix whose rows lie row_stride elements apart, read in
+    boxes of one row × box_cols elements, not swizzled: Level 13's M-major scales (fp8.gemm.a_scales_m_major)."""
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return cupy.asarray(np.frombuffer(encode_tensor_map(address, type_name, rows, cols, 1, row_stride=row_stride,
+                                                            box_cols=box_cols), np.uint64))
 
 
 def tma_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, block_rows: int) -> tuple:
@@ -89,18 +112,30 @@ def kernel_args(A: Any, B: Any, C: Any, M: int, N: int, K: int, params: Mapping[
     # (pair of tiles, block, consumer warpgroup).
     stream = cupy.cuda.get_current_stream().ptr
     workspace = stream_k_workspace(C.device.id, stream)
-    return (map_a, map_b, map_c, *rest, workspace, zero_counters(4 * hopper_pairs(M, N), C.device.id, stream))
+    counters = fixup_counters(4 * hopper_pairs(M, N), C.device.id, stream)
+    return (map_a, map_b, map_c, *rest, workspace, counters.array, counters.epoch)
+
+
+@dataclass(frozen=True)
+class FixupCounters:
+    """Counters for a fixup between blocks (Level 11's stream-K, Level 13's split-K) and the epoch their
+    launches tag them with: a kernel argument that is a new number at every launch (driver.LaunchEpoch), so a
+    launch never reads a count that another one left, even one cut short (tma.cuh, arrive_epoch). The two live
+    together: a new epoch sequence over old counters could meet an old epoch again."""
+
+    array: Any  # int32, one per tile (or pair, block and consumer)
+    epoch: LaunchEpoch
 
 
 @functools.lru_cache(maxsize=32)
-def zero_counters(count: int, device_id: int, stream: int) -> Any:
-    """Counters for a fixup between blocks (Level 11's stream-K, Level 13's split-K), zero. Kept per GPU and
-    stream: the kernels set every counter back to zero before they end, and the launches on one stream run
-    one after another, so the next launch finds them zero (a stream of its own for concurrent calls)."""
+def fixup_counters(count: int, device_id: int, stream: int) -> FixupCounters:
+    """The fixup counters of `count` tiles on one GPU and stream, zeroed once when made. Per stream: launches
+    on one stream run one after another, so each launch's epoch is the only one counting while it runs (a
+    stream of its own for concurrent calls)."""
     import cupy
 
     with cupy.cuda.Device(device_id):
-        return cupy.zeros(count, dtype=cupy.int32)
+        return FixupCounters(cupy.zeros(count, dtype=cupy.int32), LaunchEpoch())
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,7 +15,8 @@ import numpy as np
 from gemm_course import device
 from gemm_course.run import hopper
 from gemm_course.run.compile import get_kernel
-from gemm_course.run.driver import PackedLaunch, allow_shared, is_gpu_array, key_of_array, packed_launch, remember
+from gemm_course.run.driver import (PackedLaunch, allow_shared, is_gpu_array, key_of_array, launch_values,
+                                     packed_launch, remember)
 from gemm_course.run.dtypes import BFLOAT16, dtype_name, min_cc, storage_dtype
 from gemm_course.levels import Launch, Level, get_level, install_resident_clusters_query, kernel_version, levels
 
@@ -214,7 +215,7 @@ class PreparedLaunch:
         """Launch the kernel (GPU) with arguments from arguments()."""
         launch, kernel = self.launch, self.kernel
         allow_shared(kernel, launch.dynamic_shared_bytes)
-        kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared_bytes)
+        kernel(launch.grid, launch.block, launch_values(args), shared_mem=launch.dynamic_shared_bytes)
 
     def packed(self, args: tuple, callers: tuple = ()) -> PackedLaunch:
         """This launch with arguments() packed for the driver (GPU): keeps every array of args alive except
