@@ -52,7 +52,8 @@ ALIGNMENT = 16             # bytes: TMA needs 16-byte aligned matrices
 BF16_NAN = 0x7FC0
 # Where the blockwise kernels' consumers find the scales (staged_scales; the kernel's SCALES, see its header):
 # False: each thread loads its own from global memory; True: the producer warp copies them into each stage,
-# 4 bytes per row (cp.async); "tma": one TMA box of an M-major copy of A's scales per stage (a_scales_m_major).
+# 4 bytes per row (cp.async); "tma": one TMA box of an M-major copy of A's scales per stage (a_scales_m_major),
+# B's one scale beside it by a single cp.async.
 STAGED_SCALES = (False, True, "tma")
 SCALE_ROW_ALIGN = 4        # floats: the M-major copy's rows start 16 bytes apart at least (TMA's stride rule)
 
@@ -101,10 +102,10 @@ def resolve_block_m(scaling: str, block_m: Optional[int] = None) -> int:
 def stage_bytes(scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None, *,
                 staged_scales: Any = False) -> int:
     """Shared memory per stage: block_m rows of A and block_n rows of B, 128 B each; with staged_scales=True,
-    also the stage's scales (block_m of A, one of B, padded to 16 bytes); with "tma", block_m floats of A (one
-    box; B's scale stays in global memory)."""
+    also the stage's scales (block_m of A, one of B, padded to 16 bytes); with "tma", the same padded to 128 bytes
+    (block_m floats of A are one TMA box, which lands on 128 bytes)."""
     bn, bm = resolve_block_n(scaling, block_n), resolve_block_m(scaling, block_m)
-    return (bm + bn) * BK + {0: 0, 1: (bm + 4) * 4, 2: bm * 4}[scales_code(staged_scales)]
+    return (bm + bn) * BK + {0: 0, 1: (bm + 4) * 4, 2: (bm + 32) * 4}[scales_code(staged_scales)]
 
 
 def stage_choices(scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None, *,
@@ -584,7 +585,7 @@ def _arguments(plan: _Plan, a_bits: Any, a_scales: Any, b_bits: Any, b_scales: A
     if plan.scales == 2:
         sa_t = a_scales_m_major(sa.reshape(M, -1), cupy)
         # Row kb of the copy holds the M row scales of k-block kb; a box is one row × block_m floats, so a
-        # stage's scales are ONE copy (columns past M: zeros, in rows never stored).
+        # stage's scales of A are ONE copy (columns past M: zeros, in rows never stored).
         map_sa = _device_row_map(sa_t.data.ptr, "float32", sa_t.shape[0], M, sa_t.shape[1], plan.block_m, dev)
         keep = (sa_t,)
     # Split-K: one fp32 M×N slice per split (each unit writes its part, the last adds them in order), a counter

@@ -7,7 +7,7 @@ SCALES): each consumer thread loads its own from global memory (staged_scales=Fa
 them into each stage, one 4-byte cp.async per row of the tile (True: 129 copies a stage, each its own sector,
 since A's scales are stored row-major); or the producer brings A's as ONE TMA box per stage from an M-major copy
 (fp8.gemm.a_scales_m_major), completing on the stage's full barrier like A and B ("tma"; B's one scale per k-block
-stays a load by each consumer thread). This run, on one GPU, in one process:
+comes beside it by one 4-byte cp.async of the same thread). This run, on one GPU, in one process:
 
 1. checks every way against fp8.reference_gemm_fp8 (float64) with the course's tolerance (fp8.gemm.allowed_error)
    on odd shapes (M, N, K not multiples of the tiles), split-K and every ring depth of the new way: random inputs

@@ -72,11 +72,11 @@
 //                  each side by side: a_scales_t below); then a tile's row scales of one k-block are BM
 //                  consecutive floats, and the producer brings them with ONE TMA box (BM floats × 1) that
 //                  completes on the stage's full barrier with A's and B's boxes (its bytes counted in the
-//                  same expect_tx; rows past M arrive as zeros). B's one scale per k-block is loaded by each
-//                  consumer thread from global memory before it waits (one address for the whole warp).
+//                  same expect_tx; rows past M arrive as zeros). B's one scale per k-block comes beside it
+//                  by one 4-byte cp.async of the same thread, which arrives on the barrier too (count 2).
 //
 //   stage s (STAGED):  A 128 rows × 128 B | B 128 rows × 128 B  ...  scales: A[0…127], B, 3 floats pad
-//   stage s (TMA):     A 128 rows × 128 B | B 128 rows × 128 B  ...  scales: A[0…127] (512 B, one box)
+//   stage s (TMA):     A 128 rows × 128 B | B 128 rows × 128 B  ...  scales: A[0…127] (one box), B, pad to 128 B
 //
 //   a_scales (row-major, M × KB):          a_scales_t (M-major, KB × M_pad, M_pad = M rounded up to 4):
 //     row m:  s[m][0] s[m][1] … s[m][KB-1]   row kb: s[0][kb] s[1][kb] … s[M-1][kb] (pad)
@@ -120,12 +120,12 @@ constexpr int FP8_CONSUMER_WARPS = 8;
 // Where the consumers find the scales (the template argument SCALES of kernels b and c; see above).
 constexpr int SCALES_GLOBAL = 0, SCALES_STAGED = 1, SCALES_TMA = 2;
 
-// One stage's scales. STAGED: BM floats of A, one of B, padded so every stage starts on 16 bytes. TMA: BM
-// floats of A, one box (512 or 256 B: every slot starts on 128 bytes, the ring's start being 1024-aligned).
+// One stage's scales: BM floats of A, then B's one at [BM]. STAGED: padded so every stage starts on 16 bytes.
+// TMA: padded to 128 bytes, where a TMA box must land (the ring's start being 1024-aligned).
 template <int BM, int SCALES>
 __host__ __device__ constexpr int scale_slot_bytes()
 {
-    return SCALES == SCALES_STAGED ? (BM + 4) * 4 : SCALES == SCALES_TMA ? BM * 4 : 0;
+    return SCALES == SCALES_STAGED ? (BM + 4) * 4 : SCALES == SCALES_TMA ? (BM + 32) * 4 : 0;
 }
 
 // A K-major operand with the 128-byte swizzle, as Level 11's A: 8-row groups 1024 B apart (the
@@ -245,6 +245,7 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
 {
     constexpr int A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
     constexpr int SCALE_BYTES = SCALES == SCALES_TMA ? BM * 4 : 0;  // A's scales by TMA: one box, counted too
+    constexpr int SLOT = scale_slot_bytes<BM, SCALES>();
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
     const int lane = threadIdx.x % 32;
     int it = 0;  // k-blocks issued so far, over all units: position in the ring and its phase
@@ -258,11 +259,14 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
                 mbar_expect_bytes(bar, A_BYTES + B_BYTES + SCALE_BYTES);  // parts past the edges count too (zeros)
                 tma_load(a_base + s * A_BYTES, map_a, kb * FP8_BK, w.m0, bar);
                 tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
-                if constexpr (SCALES == SCALES_TMA)  // row kb of the M-major copy, its BM floats from row m0 on
-                    tma_load(scale_base + s * SCALE_BYTES, map_a_scales, w.m0, kb, bar);
+                if constexpr (SCALES == SCALES_TMA) {  // row kb of the M-major copy, its BM floats from row m0 on
+                    tma_load(scale_base + s * SLOT, map_a_scales, w.m0, kb, bar);
+                    copy_scale(scale_base + s * SLOT + 4 * BM, b_scales + (size_t)(w.n0 / BN) * k_blocks + kb);
+                    arrive_when_copied(bar);  // B's scale: the barrier's second arrival
+                }
             }
             if constexpr (SCALES == SCALES_STAGED) {
-                const unsigned slot = scale_base + s * scale_slot_bytes<BM, SCALES>();
+                const unsigned slot = scale_base + s * SLOT;
                 // Rows past M (never stored) take row M - 1's scale: every address stays inside the array.
                 for (int r = lane; r < BM; r += 32)
                     copy_scale(slot + 4 * r, a_scales + (size_t)min(w.m0 + r, M - 1) * k_blocks + kb);
@@ -272,7 +276,7 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
             }
         }
     }
-    if constexpr (SCALES == SCALES_STAGED) asm volatile("cp.async.wait_all;\n" ::: "memory");  // none left in flight
+    if constexpr (SCALES != SCALES_GLOBAL) asm volatile("cp.async.wait_all;\n" ::: "memory");  // none left in flight
 }
 
 // Barriers, then the producer's side. Returns false in the producer warpgroup (its work is done).
@@ -285,7 +289,8 @@ __device__ __forceinline__ bool start_roles(const TensorMap* map_a, const Tensor
 {
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(smem_u32(&full[s]), SCALES == SCALES_STAGED ? 1 + 32 : 1);  // expect_tx (+ each lane's copies)
+            // the producer's expect_tx, + each lane's copies (STAGED) or thread 0's copy of B's scale (TMA)
+            mbar_init(smem_u32(&full[s]), SCALES == SCALES_STAGED ? 1 + 32 : SCALES == SCALES_TMA ? 2 : 1);
             mbar_init(smem_u32(&empty[s]), FP8_CONSUMER_WARPS);   // one arrival per consumer warp
         }
         fence_barrier_init();
@@ -362,9 +367,9 @@ __device__ __forceinline__ void promote(float (&acc)[REGS], const float (&part)[
 }
 
 // The scales of k-block kb (in ring stage s) for this thread's two rows, already multiplied by B's
-// block scale, in two parts: before_wait, what comes from global memory (the consumers load it before they
-// wait for the stage, so the load's latency hides: all three scales with SCALES_GLOBAL, B's with SCALES_TMA);
-// after_wait, what is in the stage once it is full (SCALES_STAGED: all three; SCALES_TMA: A's two).
+// block scale, in two parts: before_wait, from global memory (SCALES_GLOBAL: the consumers load them before
+// they wait for the stage, so the load's latency hides); after_wait, from the stage once it is full (STAGED,
+// TMA: the producer put all three there).
 template <int SCALES_, int BM>
 struct BlockScales {
     static constexpr int SCALES = SCALES_;
@@ -377,19 +382,14 @@ struct BlockScales {
             const float b = b_row[kb];
             top = a_top[kb] * b;
             bottom = a_bottom[kb] * b;
-        } else if constexpr (SCALES == SCALES_TMA) {
-            top = bottom = b_row[kb];  // times A's, once the stage is full
         }
     }
     __device__ __forceinline__ void after_wait(int s, float& top, float& bottom) const
     {
-        const float* slot = stages + s * (scale_slot_bytes<BM, SCALES>() / 4);
-        if constexpr (SCALES == SCALES_STAGED) {
-            top = slot[row] * slot[BM];
+        if constexpr (SCALES != SCALES_GLOBAL) {
+            const float* slot = stages + s * (scale_slot_bytes<BM, SCALES>() / 4);
+            top = slot[row] * slot[BM];  // a · b: the same product (and rounding) as from global memory
             bottom = slot[row + 8] * slot[BM];
-        } else if constexpr (SCALES == SCALES_TMA) {
-            top = slot[row] * top;  // a · b, the same product (and rounding) as the other two ways
-            bottom = slot[row + 8] * bottom;
         }
     }
 };
