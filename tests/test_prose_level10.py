@@ -720,7 +720,7 @@ def test_level10_what_limits_the_overlapped_kernels():
         p = lv.resolve(**s)
         assert (lv.required_cc(p) == 90) == (p["copy"] == "tma" or p["BK"] == 64)
     claims += ["the `copy='tma'` settings, and those with k-tiles of 64, whose 4 stages need more than the 163 KB",
-               "Some settings need sm_90 (H100, H200): `copy='tma'`, the subject of a later section, and those whose shared "
+               "Some settings need sm_90 (H100, H200): `copy='tma'`, described in the deeper part of this page, and those whose shared "
                "memory exceeds the 163 KB an A100 gives a block"]
     assert all((lv.required_cc(lv.resolve(**s)) == 90) == (lv.resolve(**s)["copy"] == "tma" or
                gc.compile_report(L10, arch="sm_90", **s).dynamic_shared_bytes > 163 * 1024) for s in lv.showcase)
