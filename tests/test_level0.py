@@ -164,7 +164,8 @@ def test_notebook_cells():
     assert heads == ["## Why a Level 0", "## A first kernel: vector add", "## The launch",
                      "## The same kernel as Python loops", "## Grid, blocks and threads",
                      "## One element of C per thread: the naive GEMM", "## Where data lives",
-                     "## The C++ in the course's kernels", "## Exercises", "## Takeaways"]
+                     "## Run this page yourself", "## Exercises", "## Takeaways", "## Deeper: the evidence"]
+    assert "### The C++ in the course's kernels" in english().splitlines()
     src = code()
     for call in ("primer.run_kernel(primer.VECTOR_ADD", "diagrams.launch_map_figure", "KernelRaceError",
                  "primer.REVERSE_NO_BARRIER", '"row_norms<64>"', "primer.NAIVE_GEMM"):
