@@ -147,36 +147,59 @@ def summary(log: Any) -> list[LineAccess]:
     for column in columns + [occurrence]:
         boundary[1:] &= column[group_order][1:] == column[group_order][:-1]
     starts = np.nonzero(~np.r_[False, boundary[1:]] | (np.arange(len(group_order)) == 0))[0]
-    firsts = [int(group_order[b]) for b in starts]
-    sizes_all, address_all = rec["size"].astype(np.int64)[keep], address[keep].astype(np.int64)
+    # Per group (in the order of its first record): its block, pc, store flag and array; per record of a group
+    # (sorted by lane): lane, address relative to the group's 128-byte-aligned lowest address, and size.
+    members = group_order
+    group_of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(group_order)]))
+    lane = thread[members] % 32
+    size = rec["size"].astype(np.int64)[keep][members]
+    where = address[keep].astype(np.int64)[members]
+    base = np.minimum.reduceat(where, starts) // 128 * 128
+    width = np.maximum.reduceat(size, starts)
+    rel = where - base[group_of]
+    by_lane = np.lexsort([lane, group_of])  # within each group, lanes in order (a group has each lane once)
+    packed = (rel[by_lane] << 13) | (size[by_lane] << 5) | lane[by_lane]
+    packed_bytes = packed.astype("<i8").tobytes()
+    first_record = members[starts]
+    group_block, group_pc = columns[0][first_record], columns[3][first_record]
+    group_write, group_name = columns[4][first_record], columns[5][first_record]
+    # The same pattern recurs (every k-tile reads the same shared words): count each pattern once, moved
+    # by a multiple of 128 bytes, which keeps every bank and sector boundary where it was.
+    counted: dict[tuple, tuple[int, int]] = {}
+    units = np.empty(len(starts), dtype=np.int64)
+    ideal = np.empty(len(starts), dtype=np.int64)
+    for g, (lo, hi) in enumerate(zip(starts.tolist(), np.r_[starts[1:], len(group_order)].tolist())):
+        is_shared = int(group_name[g]) == 0
+        pattern = (is_shared, int(width[g]), packed_bytes[8 * lo:8 * hi])
+        found = counted.get(pattern)
+        if found is None:
+            lanes = [(int(v) & 31, int(v) >> 13, (int(v) >> 5) & 255) for v in packed[lo:hi]]
+            if is_shared:
+                w = int(width[g])
+                access = BankAccess("", tuple(l for l, _, _ in lanes), tuple(a // 4 for _, a, _ in lanes),
+                                    w if w in (4, 8, 16) else 4)
+                found = access.wavefronts, access.ideal_wavefronts
+            else:
+                moved = [(a, n) for _, a, n in lanes]
+                found = warp_sectors([b for a, n in moved for b in range(a, a + n, 4)]), _ideal_global(moved)
+            counted[pattern] = found
+        units[g], ideal[g] = found
+    # Rows (line, space, store, array, width), in the order of their first group; totals per row and per block.
+    groups_in_order = np.argsort(first_record, kind="stable")
     totals: dict[tuple, list[int]] = {}
     per_block: dict[tuple, dict[int, list[int]]] = {}
-    counted: dict[tuple, tuple[int, int]] = {}
-    bounds = list(starts) + [len(group_order)]
-    for g in np.argsort(firsts, kind="stable"):
-        members = group_order[bounds[g]:bounds[g + 1]]
-        first = members[0]
-        block, pc, write, name = int(columns[0][first]), int(columns[3][first]), bool(columns[4][first]), int(columns[5][first])
-        lanes = {int(thread[i]) % 32: (int(address_all[i]), int(sizes_all[i])) for i in members}
-        width = max(size for _, size in lanes.values())
-        # The same pattern recurs (every k-tile reads the same shared words): count each pattern once, moved
-        # by a multiple of 128 bytes, which keeps every bank and every sector boundary where it was.
-        base = min(a for a, _ in lanes.values()) // 128 * 128
-        pattern = (name == 0, width, tuple((lane, a - base, n) for lane, (a, n) in lanes.items()))
-        if pattern not in counted:
-            if name == 0:
-                access = BankAccess("", tuple(lanes), tuple((a - base) // 4 for a, _ in lanes.values()),
-                                    width if width in (4, 8, 16) else 4)
-                counted[pattern] = access.wavefronts, access.ideal_wavefronts
-            else:
-                moved = [(a - base, n) for a, n in lanes.values()]
-                counted[pattern] = (warp_sectors([b for a, n in moved for b in range(a, a + n, 4)]), _ideal_global(moved))
-        units, ideal = counted[pattern]
-        row_key = (lines[pc], "shared" if name == 0 else "global", write, names[name], width)
-        for row in (totals.setdefault(row_key, [0, 0, 0]), per_block.setdefault(row_key, {}).setdefault(block, [0, 0, 0])):
+    row_keys = {}
+    for g in groups_in_order.tolist():
+        name = int(group_name[g])
+        raw = (int(group_pc[g]), name, int(group_write[g]), int(width[g]))
+        row_key = row_keys.get(raw)
+        if row_key is None:
+            row_key = row_keys[raw] = (lines[raw[0]], "shared" if name == 0 else "global", bool(raw[2]), names[name], raw[3])
+        u, i, b = int(units[g]), int(ideal[g]), int(group_block[g])
+        for row in (totals.setdefault(row_key, [0, 0, 0]), per_block.setdefault(row_key, {}).setdefault(b, [0, 0, 0])):
             row[0] += 1
-            row[1] += units
-            row[2] += ideal
+            row[1] += u
+            row[2] += i
     out = []
     for row_key, (n, units, ideal) in totals.items():
         # The worst block: the highest units ÷ ideal, then the most units per access; the lowest index on a tie.

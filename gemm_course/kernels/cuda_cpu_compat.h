@@ -411,7 +411,8 @@ constexpr size_t kPrintfBytes = 1 << 20;
 inline Runtime rt;
 inline pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-GC_RUNTIME inline size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+inline const size_t kPageBytes = (size_t)sysconf(_SC_PAGESIZE);  // asked once, when the library loads
+GC_RUNTIME inline size_t page_size() { return kPageBytes; }  // every access to a local variable needs it
 GC_RUNTIME inline size_t stack_slot() { return page_size() + kStackBytes; }
 
 // The fibers' stacks: reserved address space with a PROT_NONE guard page below each stack; only
@@ -595,6 +596,10 @@ GC_RUNTIME inline void track_blocks(int i, uintptr_t offset, size_t size, bool w
 // elsewhere as a wild access, for the kernel may touch only what a GPU would let it touch, and nothing
 // of the process it runs in.
 GC_RUNTIME inline void check_global(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+    if (rt.current >= 0) {  // first: a kernel's local variables are most of these accesses
+        const uintptr_t lo = (uintptr_t)rt.stacks + (uintptr_t)rt.current * stack_slot() + page_size();
+        if (a >= lo && a + size <= lo + kStackBytes) return;
+    }
     for (int i = 0; i < rt.array_count; ++i) {
         const ArrayInfo& r = rt.arrays[i];
         const uintptr_t off = a - (uintptr_t)r.address;
@@ -608,10 +613,6 @@ GC_RUNTIME inline void check_global(uintptr_t a, size_t size, bool write, uintpt
         const ArrayInfo& r = rt.arrays[i];
         if (a + size <= r.address - r.guard || a >= r.address + r.bytes + r.guard) continue;  // not near it
         fail_access(OUT_OF_BOUNDS, i, (long long)(a - r.address), write, size, pc);
-    }
-    if (rt.current >= 0) {
-        const uintptr_t lo = (uintptr_t)rt.stacks + (uintptr_t)rt.current * stack_slot() + page_size();
-        if (a >= lo && a + size <= lo + kStackBytes) return;
     }
     if (!write) {
         const uintptr_t b = (uintptr_t)&builtins;

@@ -417,6 +417,36 @@ def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu", rac
         return compiled
 
 
+COMPAT_HEADER = "cuda_cpu_compat.h"
+
+
+@functools.lru_cache(maxsize=None)
+def _precompiled_header(cmd: tuple[str, ...], flags: tuple[str, ...], cache: Path) -> tuple[str, ...]:
+    """Include flags that let GCC read the compat header precompiled (about half of a kernel's compile time
+    is parsing it and the system headers it includes). Built once per compiler, flags and header text, in the
+    cache; the folder holds the header and its .gch side by side, so GCC takes the .gch when it matches the
+    flags and the identical header text when it does not. () for compilers without GCC's .gch files (clang),
+    or if building it fails: the kernels then compile from the header as before."""
+    if "clang" in _compiler_identity(cmd).lower():
+        return ()
+    header = (KERNEL_DIR / COMPAT_HEADER).read_text(encoding="utf-8")
+    key = hashlib.sha256("\0".join([_compiler_identity(cmd), " ".join(flags), header]).encode()).hexdigest()[:32]
+    folder = cache / "pch" / key
+    if not (folder / f"{COMPAT_HEADER}.gch").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            source = Path(tmp) / COMPAT_HEADER
+            source.write_text(header, encoding="utf-8")
+            compile_flags = [f for f in flags if not f.startswith("-Wl,") and f != "-shared"]
+            result = _run_compiler([*cmd, *compile_flags, f"-I{KERNEL_DIR}",
+                                    "-x", "c++-header", str(source), "-o", str(Path(tmp) / f"{COMPAT_HEADER}.gch")])
+            if result.returncode != 0:
+                return ()
+            os.replace(source, folder / COMPAT_HEADER)  # atomic: concurrent builds see both files or the old ones
+            os.replace(Path(tmp) / f"{COMPAT_HEADER}.gch", folder / f"{COMPAT_HEADER}.gch")
+    return (f"-I{folder}",)
+
+
 def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
@@ -427,16 +457,17 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
         cpp = Path(tmp) / "kernel.cpp"
         cpp.write_text(tu, encoding="utf-8")
         out = Path(tmp) / "kernel.so"
+        headers = [*_precompiled_header(cmd, flags, path.parent), f"-I{include}", f"-I{KERNEL_DIR}"]
         if "-fsanitize=thread" in flags:
             # Two steps: instrument while compiling, but link without the flag, which would pull in
             # ThreadSanitizer's runtime; the compat header defines the hooks the instrumentation calls.
             obj = Path(tmp) / "kernel.o"
-            result = _run_compiler([*cmd, *flags, "-c", f"-I{include}", f"-I{KERNEL_DIR}", str(cpp), "-o", str(obj)])
+            result = _run_compiler([*cmd, *flags, "-c", *headers, str(cpp), "-o", str(obj)])
             if result.returncode == 0:
                 link = [f for f in flags if f not in RACE_FLAGS]
                 result = _run_compiler([*cmd, *link, str(obj), "-o", str(out)])
         else:
-            result = _run_compiler([*cmd, *flags, f"-I{include}", f"-I{KERNEL_DIR}", str(cpp), "-o", str(out)])
+            result = _run_compiler([*cmd, *flags, *headers, str(cpp), "-o", str(out)])
         if result.returncode != 0:
             log = (result.stderr + result.stdout).replace(str(cpp), "kernel.cpp")
             hint = ""
