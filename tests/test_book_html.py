@@ -253,3 +253,38 @@ def test_no_page_shows_the_builders_exercise_progress(html_dir: Path) -> None:
         for m in re.finditer(r"共 (\d+) 个练习：已完成 (\d+) 个", text):
             assert m.group(2) == "0", f"{path.name}: shows progress {m.group(0)!r}"
     assert seen, "no progress table found in the built notebooks"
+
+
+LEVEL_DOCS = [d for d in DOCS if re.fullmatch(r"notebooks/\d\d_\w+", d)]
+
+
+@pytest.mark.parametrize("doc", LEVEL_DOCS)
+def test_the_lesson_before_the_exercises_stays_short(html_dir: Path, doc: str) -> None:
+    """Two layers per level: before its Exercises heading a page shows the lesson only (tests/lesson_bounds.py
+    says what counts); compile reports, counters, SASS, clocks and sweeps come after the exercises."""
+    import lesson_bounds
+
+    text, _ = _page(html_dir, doc)
+    lesson = lesson_bounds.measure(text)
+    assert lesson.found_exercises, f"{doc}: no Exercises heading"
+    stem = doc.split("/")[-1]
+    over = lesson.over(lesson_bounds.LESSON_BOUNDS_BY_PAGE.get(stem, lesson_bounds.LESSON_BOUNDS))
+    assert not over, f"{doc}: the lesson before the exercises is too long: {', '.join(over)}"
+
+
+def test_the_lesson_measure_sees_what_a_reader_sees() -> None:
+    """The measure counts open prose, cells, outputs and charts in the Chinese view, and nothing folded or English."""
+    import lesson_bounds
+
+    page = """<article><section>
+      <p class="lang-zh">共享内存 shared memory 很快。</p><p class="lang-en">English words are not counted here</p>
+      <details><summary>x</summary><p class="lang-zh">折叠的内容不算</p></details>
+      <div class="cell"><div class="cell_input">code</div><div class="cell_output"><div class="gemm-figure"></div></div></div>
+      <div class="cell"><details class="hide above-input"><div class="cell_input">folded</div></details>
+        <div class="cell_output"><details class="gemm-fold"><summary>s</summary>folded output</details></div></div>
+      <section class="lang-section-zh"><h2 class="lang-zh">练习</h2><p class="lang-zh">之后的内容不算</p>
+      <div class="cell"><div class="cell_input">code</div></div></section></section></article>"""
+    lesson = lesson_bounds.measure(page)
+    assert lesson.found_exercises
+    # 共享内存 (4) + "shared" + "memory" (1 each) + 很快 (2); the heading 练习 is where counting stops
+    assert (lesson.prose, lesson.code_cells, lesson.outputs, lesson.charts) == (8, 1, 1, 1)
