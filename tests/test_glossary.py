@@ -51,6 +51,7 @@ CHAPTERS = [
     "notebooks/11_hopper_wgmma.ipynb",
     "book/tuning.md",
     "book/ladder.md",
+    "book/blackwell.md",
     "notebooks/12_multi_gpu.ipynb",
     "notebooks/13_fp8_blockscaled.ipynb",
     "book/sass_cheatsheet.md",

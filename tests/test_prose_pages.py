@@ -529,3 +529,46 @@ def test_tuning_tensor_core_levels_and_decode_shapes() -> None:
             f"up to {max(r['gain'] for r in per) - 1:.1%} faster there than the default 256-column tile",
             f"ran at {tuned['tflops']:.1f} TFLOPS here and {chapter['tflops']:.1f} TFLOPS in Level 13's decode-shape recording"):
         assert claim in text, claim
+
+
+def test_ladder_card_model_numbers() -> None:
+    """'Your card beside the recorded one': the published figures come from models.KNOWN_GPUS (datasheets), the
+    SM count also from the recorded runs, and the model's bandwidth ratio is computed from them."""
+    from gemm_course import models
+    from gemm_course.display import cards
+
+    text = english("ladder.md")
+    h100, h200 = models.KNOWN_GPUS["NVIDIA H100 80GB HBM3"], models.KNOWN_GPUS["NVIDIA H200"]
+    model = cards.bandwidth_model("NVIDIA H100 80GB HBM3")
+    assert model["compute"] == 1.0 and h100.sm_count == h200.sm_count == int(sm_count())
+    assert h100.boost_clock_ghz == h200.boost_clock_ghz
+    for claim in (f"the same {h200.sm_count} SMs", f"the same {h200.boost_clock_ghz:.2f} GHz maximum clock",
+                  f"HBM3 at {h100.memory_bandwidth_gbs / 1000:.2f} TB/s against HBM3e at "
+                  f"{h200.memory_bandwidth_gbs / 1000:.1f} TB/s, {model['bandwidth']:.2f} of the bandwidth",
+                  f"by up to {1 - model['bandwidth']:.0%} only where"):
+        assert claim in text, claim
+
+
+def test_blackwell_page_h200_sm_count() -> None:
+    """book/blackwell.md measures nothing; the one number it takes from the course's recordings is the H200's SMs."""
+    text = (REPO / "book" / "blackwell.md").read_text(encoding="utf-8")
+    assert f"{sm_count()} SMs, as the course's recordings report them" in text
+    assert "not measured here" in text and "未在本课程中实测" in text
+
+
+def test_ladder_card_measured_numbers() -> None:
+    """The H100 run of the fp32 ladder (results/cards/) beside the shipped H200 runs: the largest gap between the two
+    cards' fractions of cuBLAS, and the range of their TFLOPS ratio, over the levels' defaults and the table's sizes."""
+    from gemm_course.display import cards
+
+    text = english("ladder.md")
+    rows = cards.ladder_by_card((1024, 4096, 8192))
+    h200 = {r["level"]: r["records"] for r in rows if r["file"] is None}
+    h100 = {r["level"]: r["records"] for r in rows if r["file"] and r["gpu"] == "NVIDIA H100 80GB HBM3"}
+    assert set(h100) == set(h200) and all(r["gpu"] == "NVIDIA H200" for r in rows if r["file"] is None)
+    pairs = [(h100[lv][n], h200[lv][n]) for lv in h200 for n in (1024, 4096, 8192)]
+    gap = max(abs(a["ratio_to_cublas"] - b["ratio_to_cublas"]) for a, b in pairs) * 100
+    speed = [a["tflops"] / b["tflops"] for a, b in pairs]
+    for claim in (f"lies within {gap:.1f} percentage points of the H200's",
+                  f"its TFLOPS within {min(speed):.2f} to {max(speed):.2f} times the H200's"):
+        assert claim in text, claim

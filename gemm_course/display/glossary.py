@@ -88,6 +88,8 @@ FACTS: dict[str, str] = {
     "l11_tflops": f"{_L11_BEST:.0f}",                              # best recorded Level 11 run, H200
     "e4m3_max": f"{_fp8.E4M3_MAX:.0f}",                            # the largest e4m3 value
     "scale_block": str(_fp8.SCALE_BLOCK),                          # Level 13's scale strips and tiles
+    "tmem_rows": "128",                                            # tensor memory per SM: rows (lanes) ...
+    "tmem_cols": "512",                                            # ... × columns of 32-bit cells (PTX ISA)
 }
 
 
@@ -609,6 +611,35 @@ GROUPS: tuple[Group, ...] = (
           "各线程束继续工作；矩阵之外的部分被丢弃。",
           zh_aliases=("TMA store",)),
     )),
+    Group("Blackwell", "Blackwell 架构", (
+        T("tcgen05", "tcgen05", "tcgen05",
+          "The fifth-generation Tensor Core instructions of data-centre Blackwell (sm_100a, sm_103a, sm_100f), which "
+          "take the place of wgmma there: one thread issues `tcgen05.mma`, which reads A and B from shared memory "
+          "(A also from tensor memory), accumulates in tensor memory and, through `tcgen05.commit`, signals an "
+          "mbarrier when done.",
+          "数据中心 Blackwell（sm_100a、sm_103a、sm_100f）的第五代张量核心指令，在那里取代 wgmma：`tcgen05.mma` "
+          "由一个线程发射，从共享内存读取 A 和 B（A 也可以来自张量内存），在张量内存中累加，完成后经 "
+          "`tcgen05.commit` 通知 mbarrier。",
+          en_aliases=("tcgen05.mma",), zh_aliases=("tcgen05.mma",)),
+        T("tensor-memory", "tensor memory", "张量内存",
+          "On-chip memory in every SM of data-centre Blackwell that holds the Tensor Cores' accumulators: "
+          "{tmem_rows} rows (lanes) × {tmem_cols} columns of 32-bit cells. A kernel allocates columns with "
+          "`tcgen05.alloc`, the MMAs accumulate there, and the epilogue copies the results to registers with "
+          "`tcgen05.ld`, so the accumulators no longer take the registers that wgmma's did.",
+          "数据中心 Blackwell 每个 SM 上存放张量核心累加器的片上存储：{tmem_rows} 行（lane）× {tmem_cols} 列、"
+          "每格 32 位。内核用 `tcgen05.alloc` 按列分配，MMA 在这里累加，尾处理再用 `tcgen05.ld` 把结果拷贝到寄存器；"
+          "累加器因此不再像 wgmma 那样占用寄存器。",
+          en_aliases=("TMEM", "Tensor Memory"), zh_aliases=("TMEM", "Tensor Memory")),
+        T("cta-pair", "CTA pair", "CTA 对",
+          "Two thread blocks of a cluster, on two SMs, that execute one `tcgen05.mma` together (`.cta_group::2`): "
+          "a thread of one issues it, each block holds half of the rows of A and half of the columns of B in its "
+          "shared memory and half of the accumulator in its tensor memory, so the pair computes a tile twice as tall "
+          "while each SM loads only half of B.",
+          "簇中位于两个 SM 上的两个线程块，共同执行一条 `tcgen05.mma`（`.cta_group::2`）：由其中一个线程块的一个线程"
+          "发射；每个线程块在共享内存中放 A 的一半行和 B 的一半列，在张量内存中放一半累加器。于是这一对线程块算出"
+          "高一倍的分块，而每个 SM 只需加载一半的 B。",
+          en_aliases=("two-CTA MMA", "2-CTA MMA"), zh_aliases=("CTA pair", "双 CTA")),
+    )),
     Group("Tools and instructions", "工具与指令", (
         T("cuda", "CUDA", "CUDA",
           "NVIDIA's platform for GPU programs: the CUDA C++ language for kernels, the runtime that launches them "
@@ -806,7 +837,7 @@ def ref(slug: str, text: Optional[str] = None, lang: str = "en") -> str:
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _SASS_OPS = {"LDG", "STG", "LDS", "STS", "FFMA", "LDGSTS"}
 # 线程束组织 is 线程束 + 组织 ("to organise"), not a warpgroup.
-_NOT_FOLLOWED_BY = {"线程束组": "(?!织)"}
+_NOT_FOLLOWED_BY = {"线程束组": "(?!织)", "CTA 对": "(?![应于比照称齐])"}  # CTA 对应 ("corresponds to"): no pair
 
 # Phrases in which a glossary word means something else; they are not uses of the term.
 NOT_TERMS: dict[str, tuple[str, ...]] = {
