@@ -285,7 +285,7 @@ COALESCING_BANKS = Level(
         Param("tile", 32, (16, 32), "tile edge", "分块边长"),
         Param("load", "coalesced", tuple(LOAD_ORDERS),
               "how threads copy a tile from global memory: along rows (coalesced) or down columns",
-              "线程从全局内存复制分块的方式：沿行（合并访问）或沿列（跨步）"),
+              "线程从全局内存拷贝分块的方式：横向沿一行（合并访问）或纵向沿一列（跨步）"),
         Param("a_layout", "mk", tuple(A_LAYOUTS),
               "where element (m, k) of the A tile lives in shared memory: As[m][k] or transposed "
               "As[k][m], plain, padded by one column, or XOR-swizzled",
@@ -295,7 +295,7 @@ COALESCING_BANKS = Level(
               "the B tile in shared memory: Bs[k][n] plain, or padded by one column (with a_layout="
               "'mk_padded' the strided load stores without bank conflicts, which isolates coalescing)",
               "B 分块在共享内存中的存放：Bs[k][n] 不加处理，或每行填充一列（与 a_layout='mk_padded' 一起使用时，"
-              "跨步载入的写入不再有存储体冲突，从而单独测出合并访问的影响）"),
+              "跨步加载的写入不再有存储体冲突，从而单独测出合并访问的影响）"),
     ),
     kernel_name=lambda p: (f"gemm_coalescing_banks<{p['tile']}, {LOAD_ORDERS[p['load']]}, "
                            f"{A_LAYOUTS[p['a_layout']]}, {B_LAYOUTS[p['b_layout']]}>"),
@@ -323,7 +323,7 @@ DOUBLE_BUFFERING = Level(
         Param("tile", 32, (8, 16, 32), "tile edge", "分块边长"),
         Param("copy", "registers", tuple(COPY_MODES),
               "how the next tile travels: through registers (any GPU) or with cp.async (sm_80+)",
-              "下一个分块的搬运方式：经由寄存器（任何 GPU）或使用 cp.async（sm_80 及以上）"),
+              "下一个分块的传输方式：经由寄存器（任何 GPU）或使用 cp.async（sm_80 及以上）"),
     ),
     kernel_name=lambda p: f"gemm_double_buffered<{p['tile']}, {COPY_MODES[p['copy']]}>",
     geometry=_square_tile_geometry,
@@ -666,7 +666,7 @@ def _wmma_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tupl
     if p["staging"] == "none" and (M % 16 or N % 16 or K % 16):
         return [(f"staging='none' loads whole 16×16 fragments from global memory, so M, N, K must be "
                  f"multiples of 16 (got {M}×{N}×{K}); use staging='shared', which handles any shape",
-                 f"staging='none' 直接从全局内存载入完整的 16×16 片段，要求 M、N、K 都是 16 的倍数"
+                 f"staging='none' 直接从全局内存加载完整的 16×16 片段，要求 M、N、K 都是 16 的倍数"
                  f"（当前为 {M}×{N}×{K}）；请改用可处理任意形状的 staging='shared'")]
     if p["staging"] == "pipelined" and (K % 8 or N % 8):
         return [(f"staging='pipelined' copies 16-byte chunks (8 halves) with cp.async, so K and N must be "
@@ -698,7 +698,7 @@ WMMA = Level(
               "fragments straight from global memory (one 16×16 tile per warp), staged in shared "
               "memory (32×32 per warp, any shape), or 'pipelined': a ring of shared buffers filled by "
               "cp.async while the warps compute (WM×WN per warp, sm_80+, K and N multiples of 8)",
-              "片段直接从全局内存载入（每个线程束一个 16×16 分块），先放入共享内存（每个线程束 32×32，"
+              "片段直接从全局内存加载（每个线程束一个 16×16 分块），先放入共享内存（每个线程束 32×32，"
               "任意形状），或 'pipelined'：线程束计算的同时由 cp.async 填充共享内存环形缓冲"
               "（每个线程束 WM×WN，sm_80+，K 和 N 须为 8 的倍数）"),
         Param("BM", 64, (32, 64, 128, 256), "rows of C per thread block (256: staging='pipelined' only)",
@@ -722,7 +722,7 @@ WMMA = Level(
         Param("frag_buffers", WMMA_PIPELINE_ONLY["frag_buffers"], (1, 2),
               "sets of fragment registers: 2 loads the fragments of the next 16-deep step (across the "
               "k-tile barrier too) before the mma_sync of the current one; staging='pipelined' only",
-              "片段寄存器的份数：2 表示在当前一步的 mma_sync 之前先载入下一个 16 深步的片段（跨过 k 分块的"
+              "片段寄存器的份数：2 表示在当前一步的 mma_sync 之前先加载下一个 16 深步的片段（跨过 k 分块的"
               "栅栏也如此）；仅用于 staging='pipelined'"),
     ),
     kernel_name=_wmma_kernel_name,
@@ -795,7 +795,7 @@ def _mma_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     if p["ldmatrix_issue"] == "spread" and p["frag_buffers"] != 2:
         problems.append(("ldmatrix_issue='spread' loads the next k-step's fragments during this k-step's mma.sync, "
                          "into a second register set: set frag_buffers=2",
-                         "ldmatrix_issue='spread' 在本 k 步的 mma.sync 期间把下一 k 步的片段载入第二组寄存器："
+                         "ldmatrix_issue='spread' 在本 k 步的 mma.sync 期间把下一 k 步的片段加载到第二组寄存器："
                          "请设置 frag_buffers=2"))
     if p["refill_lag"] == 2 and p["copy"] == "cp_async":
         problems.append(("refill_lag=2 waits on the per-stage 'empty' mbarriers; copy='cp_async' has a block barrier "
@@ -884,7 +884,7 @@ MMA_PIPELINE = Level(
                   "cp.async 设置的 k 分块深度（64：每次浮点运算的屏障减半，共享内存加倍）；TMA 的 k 分块总是 64"),
             Param("frag_buffers", 1, (1, 2), "fragment register sets: 2 loads the next k-step's fragments with "
                   "ldmatrix before this k-step's mma.sync, across k-tiles too (overlapped kernel)",
-                  "片段寄存器组数：2 表示在本 k 步的 mma.sync 之前就用 ldmatrix 载入下一 k 步的片段，"
+                  "片段寄存器组数：2 表示在本 k 步的 mma.sync 之前就用 ldmatrix 加载下一 k 步的片段，"
                   "跨 k 分块也如此（重叠内核）"),
             Param("copy_issue", "burst", ("burst", "spread"), "a k-tile's cp.async all at once after the "
                   "barrier, or spread one per row of mma.sync over the k-steps (overlapped kernel)",
@@ -1009,7 +1009,7 @@ def _resident_clusters(p: Mapping[str, Any], threads: int, shared: int) -> int:
 def _hopper_rules(p: Mapping[str, Any]) -> list[tuple[str, str]]:
     if p["step"] == 1 and p["stages"] != 4:
         return [("step 1 has no pipeline (every k-tile is loaded, then used): leave stages at 4",
-                 "第 1 步没有流水线（每个 k 分块先载入再计算）：stages 请保持为 4")]
+                 "第 1 步没有流水线（每个 k 分块先加载再计算）：stages 请保持为 4")]
     if p["step"] not in (5, 6) and p["arrive_scope"] != "cta":
         return [("arrive_scope concerns the arrivals between the two blocks of a cluster: steps 5 and 6 only",
                  "arrive_scope 针对簇内两个线程块之间的到达：只用于第 5、6 步")]
@@ -1020,7 +1020,7 @@ def _hopper_shape_rules(M: int, N: int, K: int, p: Mapping[str, Any]) -> list[tu
     if K % 8 or N % 8:
         return [(f"TMA and 16-byte loads need rows that are whole 16-byte chunks, so K and N must be "
                  f"multiples of 8 (got K={K}, N={N}); pad the matrices with zeros",
-                 f"TMA 与 16 字节载入要求每行由完整的 16 字节块组成，K 和 N 须为 8 的倍数（当前 K={K}，"
+                 f"TMA 与 16 字节加载要求每行由完整的 16 字节块组成，K 和 N 须为 8 的倍数（当前 K={K}，"
                  f"N={N}）；请用 0 填充矩阵")]
     return []
 

@@ -352,7 +352,7 @@ __global__ void k(float* out)
     with pytest.raises(cb.KernelRaceError) as caught:
         cb.launch_kernel(dynamic, "k", Launch((1, 1, 1), (4, 1, 1), 64), [out])
     assert caught.value.element == "byte 4 of dynamic shared memory"
-    assert "动态共享内存的第 4 字节" in caught.value.zh
+    assert "动态共享内存中偏移 4 字节处" in caught.value.zh
 
 
 def test_every_message_names_the_learners_file():

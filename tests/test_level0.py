@@ -200,7 +200,7 @@ def test_prose_numbers():
     assert h200 == {132} and "the whole H200, which has 132 SMs" in text
     assert f"a multiple of {16} bytes" in text and "4 `float4` loads per row" in text
     assert lim.warp_size == 32 and "Each 32 consecutive threads form a *warp*" in text
-    assert "Thread 3 read `tile[4]` (byte 16 of shared memory) at line 8 before thread 4 wrote it at line 6" in text
+    assert "Thread 3 read `tile[4]` (the 4 bytes at offset 16 of shared memory) at line 8 before thread 4 wrote it at line 6" in text
     import gemm_course as gc
 
     level2 = gc.get_level("02_smem_tiling")

@@ -73,10 +73,10 @@ def test_level5_counters():
     conflicts = m["shared_load_conflicts"] / lds
     claims = [
         "4 sectors per request. Measured: 4.0 for both settings",
-        f"{int(empty)} are issued per k-tile",
+        f"{int(empty)} of them are issued per warp per k-tile",
         f"{32 + int(empty)} per warp per k-tile, {ktiles} k-tiles, {warps} warps: {m['shared_load_instructions']:.0f}, "
         "exactly what ncu counted",
-        f"issues 16 `LDS.128` and {int(empty_small)} of the empty ones per k-tile",
+        f"issues 16 `LDS.128` and {int(empty_small)} of the empty ones per warp per k-tile",
         f"{ms['shared_load_instructions']:.0f}, again exact",
         f"(1 pass per half, {a:g} per `LDS.128`)",
         f"(4 passes per half, {b:g} per `LDS.128`, where their 256 bytes would need 2)",

@@ -68,8 +68,9 @@ def test_numbers(rows: dict[str, dict]) -> None:
         f"DRAM reads only {dram['ratio']:.2f} times ({dram['values'][0]:.2f} GB to {dram['values'][1]:.2f} GB)",
         f"({hit['values'][0]:.1f}% of its sectors hit in L1)",
         f"falls {ms['ratio']:.2f} times",
-        f"`{stall1[0]}`, {stall1[1]:.1f} warps waiting per issued instruction",
-        f"Level 2's largest is `{stall2[0]}`, {stall2[1]:.1f}",
+        f"`{stall1[0]}`, {stall1[1]:.1f} cycles per issued instruction",
+        f"also reads as {stall1[1]:.1f} warps waiting per issued instruction",
+        f"Level 2's largest is `{stall2[0]}`, {stall2[1]:.1f} cycles per issued instruction",
     ]
     zh_parts = [
         f"它在 {ms['values'][0]:.1f} ms 内从 DRAM 读取 {dram['values'][0]:.2f} GB，即 {rate['values'][0]:.2f} TB/s",
@@ -79,8 +80,8 @@ def test_numbers(rows: dict[str, dict]) -> None:
         f"L2 读取量降为 1/{l2['ratio']:.2f}（从 {l2['values'][0]:.2f} GB 降到 {l2['values'][1]:.2f} GB）",
         f"DRAM 读取量只降为 1/{dram['ratio']:.2f}（从 {dram['values'][0]:.2f} GB 降到 {dram['values'][1]:.2f} GB）",
         f"{hit['values'][0]:.1f}% 的扇区在 L1 命中", f"耗时只缩短为 1/{ms['ratio']:.2f}",
-        f"`{stall1[0]}`，每条已发射指令对应 {stall1[1]:.1f} 个等待的线程束",
-        f"第 2 级最大的是 `{stall2[0]}`，{stall2[1]:.1f}",
+        f"`{stall1[0]}`，平均每条已发射指令 {stall1[1]:.1f} 个周期", f"每条已发射指令对应 {stall1[1]:.1f} 个等待的线程束",
+        f"第 2 级最大的是 `{stall2[0]}`，平均每条已发射指令 {stall2[1]:.1f} 个周期",
     ]
     missing = [p for p in en_parts if p not in en] + [p for p in zh_parts if p not in zh]
     assert not missing, missing

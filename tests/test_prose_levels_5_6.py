@@ -125,7 +125,7 @@ def test_level5_prose_numbers_come_from_the_recorded_file():
     assert f"{small_mix['FFMA']} FFMA against {small_mix['LDS.128']} LDS.128, " \
            f"{small_mix['FFMA'] // small_mix['LDS.128']} FMAs per load" in prose
     assert "LDG.32" not in mix and mix["LDGSTS.32"] > 0 and "the `LDGSTS.32` of `cp.async`" in prose  # copies bypass registers
-    assert mix["LDS.32"] == small_mix["LDS.32"] == 36 and "The mix also lists 36 four-byte `LDS` in both kernels" in prose
+    assert mix["LDS.32"] == small_mix["LDS.32"] == 36 and "also has 36 four-byte `LDS` in each of the two kernels" in prose
     # Level 2's count is the one its own notebook quotes (32 FMAs, 32 LDS.32 + 8 LDS.128)
     assert "40 shared-memory loads for 32 FMAs" in _english_prose(ROOT / "notebooks" / "02_smem_tiling.ipynb")
     assert "Level 2 managed 32 FMAs for 40 shared loads" in prose and "(Level 2 counted 40 loads for 32 FMAs)" in prose

@@ -284,7 +284,7 @@ def test_level8_prose_numbers():
                f"each read of B takes about {b_pass:.0f} passes and each read of A about {a_pass:.0f}",
                f"it gives a read of B the same {model_b:g} passes as a read of A",
                f"The DRAM reads are {pv['d']['dram_read_bytes']['ratio']:.1f} times the compulsory A and B for the default",
-               f"A and B take {2 * 4 * 4096 ** 2 / 1e6:.0f} MB together, more than the {prov['l2_bytes'] / 2 ** 20:.0f} MB L2 cache",
+               f"A and B take {2 * 4 * 4096 ** 2 / 1e6:.0f} MB together, more than the {prov['l2_bytes'] / 1e6:.0f} MB L2 cache",
                f"({pv['d']['l2_read_bytes']['ratio']:.2f} times for the default, {pv['t']['l2_read_bytes']['ratio']:.2f} times for the 64×256 setting)"]
     assert (per_k["t"] - per_k["d"]) / 2 == pytest.approx(4, abs=0.05) and (per_k["d"] - 2 * 4) / 2 == pytest.approx(2, abs=0.05)
     assert model_a == model_b == a_pass and b_pass == 2 * model_b  # "right for A and wrong for B", "twice that"

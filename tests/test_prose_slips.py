@@ -108,3 +108,44 @@ def test_counters_command_shows_no_folder(argv: list[str], capsys: pytest.Captur
     main(argv)
     out = capsys.readouterr().out
     assert "--out FILE" in out and "--out gemm_course/" not in out
+
+
+def test_l2_size_in_one_unit() -> None:
+    """The H200's L2 is quoted in decimal megabytes, like the matrix sizes beside it, from the recorded
+    provenance (62914560 bytes = 60 MiB = 63 MB); no page quotes it in another unit."""
+    l2 = results.find("05_register_blocking", 4096)["provenance"]["l2_bytes"]
+    quoted = f"{l2 / 1e6:.0f} MB"
+    assert quoted == "63 MB"
+    for page in ("notebooks/05_register_blocking.ipynb", "notebooks/08_warp_tiling.ipynb",
+                 "notebooks/11_hopper_wgmma.ipynb"):
+        for lang in ("en", "zh"):
+            text = "\n".join(_cells(page, lang))
+            assert re.search(re.escape(quoted) + r"( 的)? L2", text), (page, lang)
+            assert not re.search(r"\b60 (MB|MiB)\b", text), (page, lang)
+
+
+def test_level0_static_and_dynamic_shared_memory() -> None:
+    """Level 0 reconciles the 48 KB of static shared memory a block may declare with the 227 KiB of dynamic
+    shared memory it may opt into on Hopper; both numbers come from the architecture table."""
+    from gemm_course import models
+
+    lim = models.arch_limits("sm_90")
+    static, dynamic = f"{lim.static_shared_limit // 1024} KB", f"{lim.max_shared_per_block // 1024} KiB"
+    assert (static, dynamic) == ("48 KB", "227 KiB")
+    for lang, words in (("en", ("static shared memory", "dynamic shared memory", "opts in")),
+                        ("zh", ("静态共享内存", "动态共享内存", "声明允许"))):
+        cell = next(c for c in _cells("notebooks/00_cuda_basics.ipynb", lang) if dynamic in c and static in c)
+        assert all(w in cell for w in words), (lang, cell)
+
+
+def test_level0_names_the_other_cpp_features() -> None:
+    """Level 0 says which C++ features Levels 1 to 8 use beyond its table, and each one is really there."""
+    kernels = REPO / "gemm_course" / "kernels"
+    source = "\n".join((kernels / name).read_text(encoding="utf-8") for name in
+                       [p.name for p in sorted(kernels.glob("0[1-8]_*.cu"))] + ["common.cuh"])
+    en = next(c for c in _cells("notebooks/00_cuda_basics.ipynb", "en") if "The kernels of Levels 1 to 8" in c)
+    zh = next(c for c in _cells("notebooks/00_cuda_basics.ipynb", "zh") if "第 1 到第 8 级的内核" in c)
+    for word, pattern in (("constexpr", r"\bconstexpr\b"), ("lambda", r"\[[&=]?\]\s*\("), ("struct", r"\bstruct\b"),
+                          ("#define", r"#define"), ("asm volatile", r"asm volatile")):
+        assert re.search(pattern, source), word
+        assert word in en and word in zh, word

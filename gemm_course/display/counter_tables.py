@@ -91,7 +91,7 @@ def _format_value(key: str, value: Optional[float]) -> str:
 
 
 # quantities derived from two counters, which counters.METRIC_BY_KEY does not name
-_DERIVED_ZH = {"sectors_per_load_request": "每次载入请求的扇区数", "sectors_per_store_request": "每次写回请求的扇区数"}
+_DERIVED_ZH = {"sectors_per_load_request": "每次加载请求的扇区数", "sectors_per_store_request": "每次写回请求的扇区数"}
 
 
 def _counter_table(shown: Sequence[tuple[str, list[dict]]], lang: str) -> str:

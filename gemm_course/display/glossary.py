@@ -241,18 +241,25 @@ GROUPS: tuple[Group, ...] = (
         T("shared-memory", "shared memory", "共享内存",
           "A small, fast memory on each SM ({smem_per_sm} KB on sm_90) that the threads of one block share and "
           "manage themselves, declared with `__shared__`. Tiles of A and B are staged there for reuse.",
-          "每个 SM 上一小块高速存储（sm_90 上为 {smem_per_sm} KB），由一个线程块的线程共享并自行管理，"
+          "每个 SM 上一块容量不大的高速存储（sm_90 上为 {smem_per_sm} KB），由一个线程块的线程共享并自行管理，"
           "用 `__shared__` 声明。A 和 B 的分块就暂存在这里反复使用。",
           en_aliases=("smem",), zh_aliases=("shared memory", "smem")),
+        T("static-shared-memory", "static shared memory", "静态共享内存",
+          "Shared memory declared with a fixed size inside the kernel (`__shared__ float As[32][32];`), so the "
+          "compiler knows its size. A block may declare at most {static_smem} KB of it; more takes dynamic shared "
+          "memory.",
+          "在内核中以固定大小声明的共享内存（`__shared__ float As[32][32];`），编译器知道它的大小。"
+          "每个线程块最多只能这样声明 {static_smem} KB；要用更多，就得用动态共享内存。",
+          en_aliases=("statically declared shared memory",)),
         T("dynamic-shared-memory", "dynamic shared memory", "动态共享内存",
-          "Static shared memory is declared with a fixed size in the kernel (`__shared__ float As[32][32];`) and "
-          "may take at most {static_smem} KB per block. Dynamic shared memory is declared `extern __shared__`, its "
-          "size is passed at launch, and it is the only way past {static_smem} KB (up to {max_smem_block} KB per "
-          "block on sm_90, once the kernel opts in).",
-          "静态共享内存在内核中以固定大小声明（`__shared__ float As[32][32];`），每个线程块最多 {static_smem} KB。"
-          "动态共享内存用 `extern __shared__` 声明，大小在启动时传入；要超过 {static_smem} KB 只能用它"
-          "（sm_90 上内核声明允许后，每个线程块最多 {max_smem_block} KB）。",
-          en_aliases=("static shared memory", "dynamic shared-memory"), zh_aliases=("静态共享内存",)),
+          "Shared memory declared `extern __shared__` without a size; the size is passed at launch. It is the only "
+          "way past the {static_smem} KB per block that static shared memory allows: on sm_90 a kernel that opts in "
+          "with an attribute (`cudaFuncAttributeMaxDynamicSharedMemorySize`) may take up to {max_smem_block} KB per "
+          "block.",
+          "用 `extern __shared__` 声明、不写大小的共享内存，大小在启动时传入。每个线程块的静态共享内存最多 "
+          "{static_smem} KB，要超过它只能用动态共享内存：在 sm_90 上，内核用一个属性"
+          "（`cudaFuncAttributeMaxDynamicSharedMemorySize`）声明允许之后，每个线程块最多可用 {max_smem_block} KB。",
+          en_aliases=("dynamic shared-memory",)),
         T("register", "register", "寄存器",
           "The fastest storage, private to one thread; a thread may use up to {max_regs} of them, and an SM has "
           "{regs_per_sm} to share among its threads. Accumulators live in registers from Level 5 on.",
@@ -274,7 +281,7 @@ GROUPS: tuple[Group, ...] = (
         T("bandwidth", "bandwidth", "带宽",
           "Bytes moved per second. The H200's datasheet gives {h200_tbs} TB/s for global memory; shared memory and "
           "L2 deliver much more.",
-          "每秒搬运的字节数。H200 的规格表给出的全局内存带宽为 {h200_tbs} TB/s；共享内存和 L2 的带宽要高得多。",
+          "每秒传输的字节数。H200 的规格表给出的全局内存带宽为 {h200_tbs} TB/s；共享内存和 L2 的带宽要高得多。",
           zh_aliases=("bandwidth",)),
         T("sector", "sector", "扇区",
           "The {sector}-byte unit in which global memory and the caches serve a warp's load; {sectors_per_line} "
@@ -295,27 +302,28 @@ GROUPS: tuple[Group, ...] = (
           "shared-memory word cost no extra wavefront. Between GPUs (Level 12): the collective that copies one "
           "GPU's buffer to all the others.",
           "把同一个值送给多个接收者。在线程束的加载中：读同一地址的 lane 共用一次读取，所以一个线程束读 A 的同一个元素"
-          "只需一个扇区（广播扇区），读同一个共享内存字的 lane 也不多占 wavefront。在 GPU 之间（第 12 级）："
-          "把一个 GPU 的缓冲区复制到其他所有 GPU 的集合通信。",
+          "只需一个扇区（广播扇区），读同一个共享内存字的 lane 也不多占波前。在 GPU 之间（第 12 级）："
+          "把一个 GPU 的缓冲区拷贝到其他所有 GPU 的集合通信。",
           en_aliases=("broadcast sector",), zh_aliases=("广播扇区",)),
         T("bank", "bank", "存储体",
           "Shared memory is split into {banks} banks; the {bank_bytes}-byte word at byte address a sits in bank "
           "(a / {bank_bytes}) mod {banks}. Each bank serves one word per pass.",
           "共享内存分为 {banks} 个存储体；字节地址为 a 的 {bank_bytes} 字节字位于第 (a / {bank_bytes}) mod {banks} 个存储体。"
-          "每个存储体每轮只能提供一个字。",
+          "每个存储体每个波前只能提供一个字。",
           zh_aliases=("bank", "内存库")),
         T("bank-conflict", "bank conflict", "存储体冲突",
           "Two or more lanes of a warp asking one bank for different words in the same access, so the access takes "
           "several passes (wavefronts). A column of a 32×32 float tile puts all {warp} lanes in one bank.",
-          "同一次访问中，线程束的两个或更多 lane 向同一个存储体请求不同的字，这次访问就要分几轮（wavefront）完成。"
+          "同一次访问中，线程束的两个或更多 lane 向同一个存储体请求不同的字，这次访问就要分几个波前（wavefront）完成。"
           "读取 32×32 float 分块的一列时，{warp} 个 lane 全落在同一个存储体上。",
           en_aliases=("conflict-free",), zh_aliases=("bank 冲突", "bank conflict", "存储体访问冲突")),
-        T("wavefront", "wavefront", "wavefront",
+        T("wavefront", "wavefront", "波前",
           "One pass of a shared-memory access through the {banks} banks. A conflict-free {bank_bytes}-byte access "
           "takes 1; a {vec_bytes}-byte access takes at least {two}; an n-way conflict takes n.",
-          "共享内存访问经过 {banks} 个存储体的一轮。无冲突的 {bank_bytes} 字节访问需要 1 轮；{vec_bytes} 字节访问至少 {two} 轮；"
-          "n 路冲突需要 n 轮。",
-          zh_aliases=("波前",)),
+          "共享内存访问经过 {banks} 个存储体的一遍，每个存储体在一个波前中提供一个字。无冲突的 {bank_bytes} 字节访问"
+          "需要 1 个波前；{vec_bytes} 字节访问至少 {two} 个；n 路冲突需要 n 个。有的中文资料直接写 wavefront，"
+          "也有的说“轮”。",
+          zh_aliases=("wavefront", "轮数", "遍数")),
         T("swizzle", "swizzle", "重排",
           "Storing a tile at permuted addresses, usually by XOR-ing the column with the row, so that the lanes of a "
           "warp reach different banks without padding. Levels 3 and 10 swizzle by hand; TMA can do it in hardware.",
@@ -331,9 +339,12 @@ GROUPS: tuple[Group, ...] = (
           zh_aliases=("同步屏障", "同步点", "barrier")),
         T("row-major", "row-major", "行主序",
           "Storing a matrix row after row, as C and NumPy do: element (i, k) of an M × K matrix is at offset "
-          "i·K + k. Moving along a row is the next address; moving down a column jumps a whole row.",
+          "i·K + k. Moving across, along a row (the column number grows), is the next address; moving down a column "
+          "(the row number grows) jumps a whole row. In the course a thread's x index goes with the column number "
+          "(across) and y with the row number (down).",
           "按一行接一行的顺序存放矩阵，C 语言和 NumPy 默认如此：M × K 矩阵的元素 (i, k) 位于偏移 i·K + k。"
-          "沿行移动就是下一个地址，沿列向下则要跳过一整行。",
+          "横向移动（沿一行，列号递增）就是下一个地址，纵向移动（沿一列，行号递增）则要跳过一整行。"
+          "本课程中线程下标 x 对应列号（横向）、y 对应行号（纵向）。",
           en_aliases=("row major",), zh_aliases=("行优先",)),
     )),
     Group("Performance models", "性能模型", (
@@ -346,7 +357,14 @@ GROUPS: tuple[Group, ...] = (
           "SM 的运行频率。GPU 会自行升降频率；在长时间的重负载下，功耗上限会把它压低，所以同一个内核在一次测量的后段"
           "会变慢，而耗电多的张量核心内核比轻负载的内核运行在更低的频率上。本课程在 SM 上直接测量它（计时启动期间经过的"
           "周期数除以经过的纳秒数），记在每条计时记录旁；NVML 的读数也一并保留，它可能在内核低于满频运行时仍显示满频。",
-          en_aliases=("power cap",), zh_aliases=("功耗上限",)),
+          ),
+        T("power-cap", "power cap", "功耗上限",
+          "The most power the GPU's firmware lets the board draw. It is a different thing from the clock: under a "
+          "long heavy load the GPU lowers its SM clock to stay under the cap, which is why a power-hungry Tensor "
+          "Core kernel runs at a lower clock than a light one.",
+          "GPU 固件允许整块卡消耗的最大功率。它和时钟频率是两回事：在长时间的重负载下，GPU 会降低 SM 时钟频率，"
+          "使功耗不超过这个上限，所以耗电多的张量核心内核比轻负载的内核运行在更低的频率上。",
+          en_aliases=("power limit",), zh_aliases=("功率上限", "功耗墙")),
         T("gemm", "GEMM", "GEMM",
           "General matrix multiply, C ← αAB + βC; SGEMM is the fp32 version. The course's levels compute C = AB.",
           "通用矩阵乘法（general matrix multiply），C ← αAB + βC；SGEMM 是其 fp32 版本。本课程各级计算的是 C = AB。",
@@ -366,7 +384,7 @@ GROUPS: tuple[Group, ...] = (
         T("arithmetic-intensity", "arithmetic intensity", "计算强度",
           "FLOP performed per byte moved to or from DRAM. A square fp32 GEMM of size n can reach n/6; a kernel "
           "that loads both operands of every FMA from memory gets 0.25.",
-          "每从 DRAM 搬运一个字节所完成的浮点运算次数。边长为 n 的 fp32 方阵 GEMM 最高可达 n/6；"
+          "每从 DRAM 传输一个字节所完成的浮点运算次数。边长为 n 的 fp32 方阵 GEMM 最高可达 n/6；"
           "每次乘加都从内存读取两个操作数的内核只有 0.25。",
           zh_aliases=("算术强度", "运算强度", "arithmetic intensity")),
         T("roofline", "roofline", "屋顶线模型",
@@ -384,7 +402,7 @@ GROUPS: tuple[Group, ...] = (
         T("memory-bound", "memory-bound", "访存受限",
           "Limited by how fast data arrives, not by arithmetic: speeding up the math would not help, moving fewer "
           "bytes would. Level 1 behaves memory-bound.",
-          "速度受限于数据到达的快慢而不是运算：加快计算无济于事，减少搬运的字节数才有用。第 1 级就表现为访存受限。",
+          "速度受限于数据到达的快慢而不是运算：加快计算无济于事，减少传输的字节数才有用。第 1 级就表现为访存受限。",
           en_aliases=("bandwidth-bound",), zh_aliases=("受访存限制", "带宽受限", "内存受限", "memory-bound")),
         T("compute-bound", "compute-bound", "计算受限",
           "Limited by the arithmetic units: the kernel issues math as fast as the SMs can execute it. A large GEMM "
@@ -397,31 +415,31 @@ GROUPS: tuple[Group, ...] = (
         T("tile", "tile", "分块",
           "A rectangular piece of a matrix that one block, warp or thread works on; tiling splits the work into "
           "tiles so each piece loaded from memory is reused many times. With {l2_tile}×{l2_tile} tiles each loaded element is "
-          "used {l2_tile} times.",
+          "used {l2_tile} times. A block's tile (BM×BN) and a thread's tile (TM×TN) are two different tiles.",
           "线程块、线程束或线程负责处理的矩阵中的一个矩形块；分块（tiling）把工作切成这样的块，"
-          "使从内存载入的每一块数据都被多次复用。分块为 {l2_tile}×{l2_tile} 时，每个载入的元素被使用 {l2_tile} 次。",
-          en_aliases=("tiling", "tiled"), zh_aliases=("tile", "tiling")),
+          "使从内存加载的每一块数据都被多次复用。分块为 {l2_tile}×{l2_tile} 时，每个加载的元素被使用 {l2_tile} 次。线程块负责的分块叫线程块分块（BM×BN），一个线程在寄存器中负责的叫线程分块（TM×TN）。",
+          en_aliases=("tiling", "tiled"), zh_aliases=("tile", "tiling", "小块")),
         T("double-buffering", "double buffering", "双缓冲",
           "Two shared-memory buffers per operand: while the block computes on one tile, the next is loaded into the "
           "other, so load and compute overlap and one barrier per tile suffices.",
-          "每个操作数准备两块共享内存缓冲区：线程块在一块上计算时，下一个分块载入另一块，"
-          "从而让载入与计算重叠，每个分块也只需一个屏障。",
+          "每个操作数准备两块共享内存缓冲区：线程块在一块上计算时，下一个分块加载到另一块，"
+          "从而让加载与计算重叠，每个分块也只需一个屏障。",
           en_aliases=("double-buffered", "double buffer"), zh_aliases=("双缓存", "double buffering")),
         T("cp-async", "cp.async", "cp.async",
           "An sm_80 instruction that copies 4, 8 or {vec_bytes} bytes from global to shared memory without passing "
           "through registers; the thread goes on and waits for the copy later with `cp.async.wait_group`.",
-          "sm_80 引入的指令，把 4、8 或 {vec_bytes} 字节从全局内存直接复制到共享内存，不经过寄存器；"
-          "线程可以继续执行，之后再用 `cp.async.wait_group` 等待复制完成。"),
+          "sm_80 引入的指令，把 4、8 或 {vec_bytes} 字节从全局内存直接拷贝到共享内存，不经过寄存器；"
+          "线程可以继续执行，之后再用 `cp.async.wait_group` 等待拷贝完成。"),
         T("pipeline-stage", "pipeline stage", "流水级",
           "One buffer of a ring of shared-memory buffers: with S stages, the copies for S − 1 future tiles are in "
           "flight while the block computes on the current one.",
           "共享内存环形缓冲区中的一块：有 S 个流水级（stage）时，线程块计算当前分块的同时，"
-          "后面 S − 1 个分块的复制都在进行中。",
+          "后面 S − 1 个分块的拷贝都在进行中。",
           en_aliases=("multi-stage pipeline", "multi-stage"), zh_aliases=("多级流水线", "stage")),
         T("register-blocking", "register blocking", "寄存器分块",
           "Each thread computes a small TM × TN tile of C in registers, so every value it loads from shared "
           "memory feeds several FMAs: with Level 5's {l5_tm} × {l5_tn}, {l5_loads} loads feed {l5_acc} FMAs.",
-          "每个线程在寄存器中计算 C 的一个 TM × TN 小分块，从共享内存载入的每个值都参与多次乘加："
+          "每个线程在寄存器中计算 C 的一个 TM × TN 小分块，从共享内存加载的每个值都参与多次乘加："
           "第 5 级的 {l5_tm} × {l5_tn} 配置中，{l5_loads} 次加载供给 {l5_acc} 次乘加。",
           en_aliases=("register tiling", "register tile"), zh_aliases=("register blocking", "寄存器分片")),
         T("accumulator", "accumulator", "累加器",
@@ -443,7 +461,7 @@ GROUPS: tuple[Group, ...] = (
         T("vectorized-access", "vectorized access", "向量化访存",
           "Loading or storing {vec_floats} floats ({vec_bytes} bytes) with one instruction (`float4`, `LDG.128`) "
           "instead of four. The address must be {vec_bytes}-byte aligned.",
-          "用一条指令（`float4`、`LDG.128`）而不是四条来载入或存储 {vec_floats} 个 float（{vec_bytes} 字节）。"
+          "用一条指令（`float4`、`LDG.128`）而不是四条来加载或存储 {vec_floats} 个 float（{vec_bytes} 字节）。"
           "地址必须按 {vec_bytes} 字节对齐。",
           en_aliases=("vectorized load", "vectorized store", "vector load", "vectorized", "vectorization"),
           zh_aliases=("向量化访问", "向量化加载", "向量化")),
@@ -480,7 +498,7 @@ GROUPS: tuple[Group, ...] = (
           "A kernel that launches only as many blocks as fit on the SMs at once; each block loops over many tiles "
           "of C, so setup is paid once and one tile's epilogue overlaps the next tile's loads.",
           "只启动恰好能同时驻留在各 SM 上的线程块的内核；每个线程块循环处理 C 的许多分块，"
-          "初始化只做一次，一个分块的尾处理也能与下一个分块的载入重叠。",
+          "初始化只做一次，一个分块的尾处理也能与下一个分块的加载重叠。",
           en_aliases=("persistent grid", "persistent block"),
           zh_aliases=("持久化线程块", "持久内核", "常驻线程块网格", "persistent kernel")),
     )),
@@ -494,7 +512,7 @@ GROUPS: tuple[Group, ...] = (
           "Warp matrix multiply-accumulate, CUDA C++'s portable API for Tensor Cores (`nvcuda::wmma`): a warp "
           "loads fragments, multiplies {wmma_shape} tiles and stores the result.",
           "线程束矩阵乘累加（warp matrix multiply-accumulate），CUDA C++ 中使用张量核心的可移植 API（`nvcuda::wmma`）："
-          "一个线程束载入片段、计算 {wmma_shape} 的分块乘法并存回结果。",
+          "一个线程束加载片段、计算 {wmma_shape} 的分块乘法并存回结果。",
           en_aliases=("wmma",), zh_aliases=("wmma",)),
         T("fragment", "fragment", "片段",
           "A tile of A, B or the accumulator spread across the registers of the {warp} threads of a warp, in a "
@@ -509,7 +527,7 @@ GROUPS: tuple[Group, ...] = (
         T("ldmatrix", "ldmatrix", "ldmatrix",
           "A warp-wide PTX instruction that loads 8×8 matrices from shared memory straight into the fragment "
           "layout of `mma.sync`, optionally transposed.",
-          "线程束级的 PTX 指令，把 8×8 矩阵从共享内存直接载入 `mma.sync` 所需的片段布局，可选择同时转置。"),
+          "线程束级的 PTX 指令，把 8×8 矩阵从共享内存直接加载成 `mma.sync` 所需的片段布局，可选择同时转置。"),
         T("fp32", "fp32", "fp32",
           "IEEE single precision, {fp32_bytes} bytes per value (`float`). Levels 1 to 8 compute in fp32.",
           "IEEE 单精度浮点，每个值 {fp32_bytes} 字节（`float`）。第 1 到 8 级都用 fp32 计算。",
@@ -544,7 +562,7 @@ GROUPS: tuple[Group, ...] = (
         T("fine-grained-scaling", "fine-grained scaling", "细粒度缩放",
           "One scale factor per small block instead of one per tensor: in Level 13, per 1×{scale_block} strip of A "
           "and per {scale_block}×{scale_block} tile of B, so one large value coarsens only its own block.",
-          "每个小块一个缩放因子，而不是整个张量一个：第 13 级中 A 每个 1×{scale_block} 的条带、B 每个 "
+          "每个小数据块一个缩放因子，而不是整个张量一个：第 13 级中 A 每个 1×{scale_block} 的条带、B 每个 "
           "{scale_block}×{scale_block} 的分块各一个，一个大值只会让它所在的块变粗糙。",
           en_aliases=("blockwise scaling", "block scaling", "fine-grained scales"), zh_aliases=("块级缩放",)),
         T("outlier-channel", "outlier channel", "离群通道",
@@ -571,13 +589,13 @@ GROUPS: tuple[Group, ...] = (
         T("tma", "TMA", "TMA",
           "Tensor Memory Accelerator: a Hopper unit that copies a whole tile between global and shared memory from "
           "one instruction and a descriptor, swizzling on the way, and signals an mbarrier when done.",
-          "张量内存加速器（Tensor Memory Accelerator）：Hopper 上的硬件单元，凭一条指令和一个描述符就能在全局内存与共享内存之间复制整个分块，"
+          "张量内存加速器（Tensor Memory Accelerator）：Hopper 上的硬件单元，凭一条指令和一个描述符就能在全局内存与共享内存之间拷贝整个分块，"
           "途中完成重排，结束时通知 mbarrier。",
           en_aliases=("Tensor Memory Accelerator",), zh_aliases=("张量内存加速器",)),
         T("mbarrier", "mbarrier", "mbarrier",
           "A barrier object in shared memory that counts arrivals and bytes: a TMA copy completes on it, and "
           "threads wait on it until the tile is there.",
-          "位于共享内存中的屏障对象，统计到达的线程数和字节数：TMA 复制在它上面完成，线程在它上面等待分块到齐。",
+          "位于共享内存中的屏障对象，统计到达的线程数和字节数：TMA 拷贝在它上面完成，线程在它上面等待分块到齐。",
           zh_aliases=("异步屏障",)),
         T("wgmma", "wgmma", "wgmma",
           "Hopper's asynchronous warpgroup MMA: {wg_warps} warps issue one Tensor Core multiply whose B (and "
@@ -644,7 +662,7 @@ GROUPS: tuple[Group, ...] = (
         T("cuda", "CUDA", "CUDA",
           "NVIDIA's platform for GPU programs: the CUDA C++ language for kernels, the runtime that launches them "
           "and the libraries around them.",
-          "NVIDIA 的 GPU 编程平台：编写内核的 CUDA C++ 语言、启动内核的运行时，以及配套的各种库。"),
+          "NVIDIA 的 GPU 编程平台：编写内核的 CUDA C++ 语言、启动内核的运行时（runtime，即负责启动内核、管理显存的 CUDA 运行时库），以及配套的各种库。"),
         T("cublas", "cuBLAS", "cuBLAS",
           "NVIDIA's BLAS library. Every level is timed against cuBLAS in the same run, and its speed is the "
           "yardstick of the course.",
@@ -679,23 +697,24 @@ GROUPS: tuple[Group, ...] = (
         T("ld-st", "LDG, STG, LDS, STS", "LDG、STG、LDS、STS",
           "SASS loads and stores: LDG and STG for global memory, LDS and STS for shared memory. A suffix gives "
           "the width, for example `LDS.128` moves {vec_bytes} bytes per lane.",
-          "SASS 的加载与存储指令：LDG、STG 访问全局内存，LDS、STS 访问共享内存。后缀表示宽度，例如 `LDS.128` 每个 lane 搬运 {vec_bytes} 字节。",
+          "SASS 的加载与存储指令：LDG、STG 访问全局内存，LDS、STS 访问共享内存。后缀表示宽度，例如 `LDS.128` 每个 lane 读写 {vec_bytes} 字节。",
           en_aliases=("LDG", "STG", "LDS", "STS"), zh_aliases=("LDG", "STG", "LDS", "STS")),
         T("nsight-compute", "Nsight Compute", "Nsight Compute",
           "NVIDIA's kernel profiler; `ncu` is its command-line program. It reruns a kernel under hardware counters "
           "and reports them: sectors per request, bytes from DRAM, bank wavefronts, stall reasons. The course "
           "records them for chosen settings at 4096³ (`python -m gemm_course counters` prints them).",
           "NVIDIA 的内核性能分析工具，`ncu` 是它的命令行程序。它在硬件计数器下重新运行内核并报告结果：每次请求的扇区数、"
-          "从 DRAM 读取的字节数、存储体 wavefront 数、停顿原因。本课程为选定的配置在 4096³ 下记录了这些计数器"
+          "从 DRAM 读取的字节数、存储体波前数、停顿原因。本课程为选定的配置在 4096³ 下记录了这些计数器"
           "（`python -m gemm_course counters` 可以打印出来）。",
           en_aliases=("ncu",), zh_aliases=("ncu",)),
         T("stall-reason", "stall reason", "停顿原因",
-          "Why a warp could not issue an instruction, as Nsight Compute counts it (in warps waiting per issued "
-          "instruction): `long_scoreboard`, waiting for data from global or local memory; `short_scoreboard`, for "
+          "Why a warp could not issue an instruction, as Nsight Compute counts it, in cycles per issued instruction "
+          "(how long, on average, warps waited for that reason per instruction issued; Nsight Compute reads the "
+          "same number as warps waiting per issued instruction): `long_scoreboard`, waiting for data from global or local memory; `short_scoreboard`, for "
           "shared memory; `lg_throttle`, the queue for global loads is full; `mio_throttle`, the MIO queue is "
           "full; `barrier`, waiting at `__syncthreads()`; `wait`, a fixed latency; `not_selected`, ready but "
           "another warp issued.",
-          "线程束无法发射指令的原因，由 Nsight Compute 统计（单位是每条已发射指令对应的等待线程束数）："
+          "线程束无法发射指令的原因，由 Nsight Compute 统计，单位是每条已发射指令的周期数（平均每发射一条指令，线程束因这个原因等待多久；Nsight Compute 也把同一个数读作每条已发射指令对应的等待线程束数）："
           "`long_scoreboard` 在等全局或局部内存的数据；`short_scoreboard` 在等共享内存；`lg_throttle` 是全局加载的队列已满；"
           "`mio_throttle` 是 MIO 队列已满；`barrier` 在 `__syncthreads()` 处等待；`wait` 是固定延迟；"
           "`not_selected` 是已就绪、但这一周期别的线程束发射了。",
@@ -706,7 +725,7 @@ GROUPS: tuple[Group, ...] = (
           "stall with `mio_throttle`, as in Level 2.",
           "SM 中内存输入输出单元前的队列，共享内存指令（LDS、STS）等都经由它。内核发出这些指令快于它们被服务时，"
           "队列就会填满，线程束以 `mio_throttle` 停顿，第 2 级就是这样。",
-          en_aliases=("MIO",), zh_aliases=("MIO",)),
+          en_aliases=("MIO",), zh_aliases=("MIO", "访存指令队列", "共享内存流水线")),
         T("cuda-event", "CUDA event", "CUDA 事件",
           "A marker recorded into a GPU's stream; the time between two events is measured on the GPU, so it "
           "covers the work between them and not the Python around it. The course's timing places one before "
@@ -733,7 +752,7 @@ GROUPS: tuple[Group, ...] = (
           "memory, without a register in between. `LDGSTS.E.BYPASS.128` copies {vec_bytes} bytes per lane and "
           "skips L1.",
           "`cp.async` 对应的 SASS 指令：从全局内存加载，数据直接写入共享内存，中间不经过寄存器。"
-          "`LDGSTS.E.BYPASS.128` 每个 lane 复制 {vec_bytes} 字节，并绕过 L1。"),
+          "`LDGSTS.E.BYPASS.128` 每个 lane 拷贝 {vec_bytes} 字节，并绕过 L1。"),
         T("blas", "BLAS", "BLAS",
           "Basic Linear Algebra Subprograms: the standard set of vector and matrix routines. A routine's name "
           "starts with its data type, so SGEMM is the single-precision (fp32) GEMM and DGEMM the double-precision "

@@ -74,7 +74,7 @@ def traffic(level: str | int | Level = "02_smem_tiling", size: int = 8192) -> li
         cells.append([setting, f"{n // r['tile']}", f"{predicted / 1e9:,.0f}", *measured])
     where = results.provenance_line(rows[-1]["record"]) if rows[-1]["record"] else ""
     show_text(Table([text("setting", "设置"), text("times each element is read", "每个元素被读次数"),
-                     text("predicted loads (GB)", "预测载入量（GB）"), text("time (ms)", "时间（毫秒）"),
-                     text("loads / time (TB/s)", "载入量/时间（TB/s）"), "TFLOPS"], cells,
+                     text("predicted loads (GB)", "预测加载量（GB）"), text("time (ms)", "时间（毫秒）"),
+                     text("loads / time (TB/s)", "加载量/时间（TB/s）"), "TFLOPS"], cells,
                     caption=text(f"{n}³, recorded: {where}", f"{n}³，记录于：{where}")))
     return Shown(rows)

@@ -76,9 +76,11 @@ def check_table(level: str | int | Level, shapes: Optional[Sequence[tuple[int, i
         return CheckResults()
     where = None
     if not device.gpu_available():
-        where = text("No GPU: the same CUDA C source ran on the CPU backend (compiled as C++, one fiber per "
-                     "thread). This checks correctness only; CPU timings say nothing about GPU speed.",
-                     "没有 GPU：同一份 CUDA C 源码在 CPU 后端上运行（按 C++ 编译，每个线程一个纤程）。"
+        where = text("No GPU: the same CUDA C source ran on the CPU backend (compiled as C++, one fiber per CUDA "
+                     "thread: a light thread of execution that the CPU switches between in turn). This checks "
+                     "correctness only; CPU timings say nothing about GPU speed.",
+                     "没有 GPU：同一份 CUDA C 源码在 CPU 后端上运行（按 C++ 编译，每个 CUDA 线程一个纤程，"
+                     "即由 CPU 轮流切换执行的轻量执行流）。"
                      "这只检验正确性；CPU 上的耗时与 GPU 速度无关。")
     out = CheckResults()
     error = None

@@ -555,7 +555,7 @@ def bank_figure(access: Any, title: str = "") -> go.Figure:
     fig = go.Figure(go.Scatter(
         x=xs, y=ys, mode="markers",
         marker=dict(size=13 if access.width == 4 else 9, color=colours, colorscale="Reds", cmin=1, cmax=max(2, total),
-                    colorbar=dict(title="pass · 轮次"), line=dict(width=1, color="#333"), symbol="square"),
+                    colorbar=dict(title="pass · 波前序号"), line=dict(width=1, color="#333"), symbol="square"),
         customdata=data,
         hovertemplate="lane %{y} → bank %{x}, word %{customdata[0]}, pass %{customdata[1]}<extra></extra>"))
     if access.width == 4:
@@ -563,7 +563,7 @@ def bank_figure(access: Any, title: str = "") -> go.Figure:
                    else f"{access.degree}-way conflict · {access.degree} 路冲突")
     else:
         verdict = (f"{total} wavefronts, fewest possible {access.ideal_wavefronts} (model) · "
-                   f"{total} 轮，最少 {access.ideal_wavefronts} 轮（模型）")
+                   f"{total} 个波前，最少 {access.ideal_wavefronts} 个波前（模型）")
         for edge in range(access.phase_lanes, 32, access.phase_lanes):
             fig.add_hline(y=edge - 0.5, line=dict(color="#888", dash="dot"))
     fig = _layout(fig, title or f"{access.description}: {verdict}", "bank · 存储体", "lane · 线程")
@@ -598,11 +598,11 @@ COUNTER_NAMES = {
     "ldmatrix_instructions": "ldmatrix instructions · ldmatrix 指令数",
     "sectors_per_load_request": "sectors per load request · 每次加载请求的扇区数",
     "sectors_per_store_request": "sectors per store request · 每次存储请求的扇区数",
-    "shared_load_conflicts": "shared-load conflict passes · 共享内存加载冲突轮数",
+    "shared_load_conflicts": "shared-load conflict passes · 共享内存加载冲突波前数",
     "shared_load_instructions": "shared-load instructions · 共享内存加载指令数",
-    "shared_load_wavefronts": "shared-load wavefronts · 共享内存加载轮数",
-    "wavefronts_per_shared_load": "wavefronts per shared load · 每次共享内存加载的轮数",
-    "wavefronts_per_shared_store": "wavefronts per shared store · 每次共享内存存储的轮数",
+    "shared_load_wavefronts": "shared-load wavefronts · 共享内存加载波前数",
+    "wavefronts_per_shared_load": "wavefronts per shared load · 每次共享内存加载的波前数",
+    "wavefronts_per_shared_store": "wavefronts per shared store · 每次共享内存存储的波前数",
 }
 
 

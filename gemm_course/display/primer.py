@@ -148,9 +148,10 @@ def backend_note() -> Any:
         return note(f"The kernels on this page run on this machine's GPU, <b>{name}</b>, through CuPy.",
                     f"本页的内核通过 CuPy 在本机的 GPU（<b>{name}</b>）上运行。")
     return note("No GPU here: the kernels on this page run on the course's <b>CPU backend</b> (the same CUDA C "
-                "source, compiled as C++, one fiber per thread).",
+                "source, compiled as C++, one fiber per CUDA thread: a light thread of execution that the CPU "
+                "switches between in turn).",
                 "这里没有 GPU：本页的内核在课程的 <b>CPU 后端</b>上运行（同一份 CUDA C 源码，按 C++ 编译，"
-                "每个线程一个纤程）。")
+                "每个 CUDA 线程一个纤程，即由 CPU 轮流切换执行的轻量执行流）。")
 
 
 def run_kernel(source: str, name: str, grid: int | Sequence[int], block: int | Sequence[int],

@@ -348,7 +348,7 @@ def _transpose_one_per_element(kernel: Any) -> Step:
                             f"{where_zh}时，线程块 ({b}) 的线程 ({x},{y}) {did_zh}；x 沿 in 的列、y 沿 in 的行时，{owns_zh}")
     return Step("one_per_element", True, f"at {where_en}, thread (x, y) of every block copies exactly its element "
                 "(row blockIdx.y·blockDim.y + y, column blockIdx.x·blockDim.x + x)",
-                f"{where_zh}时，每个线程块的线程 (x, y) 恰好复制它自己的元素（第 blockIdx.y·blockDim.y + y 行，"
+                f"{where_zh}时，每个线程块的线程 (x, y) 恰好拷贝它自己的元素（第 blockIdx.y·blockDim.y + y 行，"
                 "第 blockIdx.x·blockDim.x + x 列）")
 
 

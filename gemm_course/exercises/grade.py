@@ -425,7 +425,7 @@ def sass_check(attempt: Attempt, check: dict) -> Step:
         if count_narrow(op) > most:
             copies = cp_async_form(op)
             also_en = f" (4-byte cp.async copies, {copies}, included: {count_32bit(copies)})" if copies else ""
-            also_zh = f"（包括 4 字节的 cp.async 复制 {copies}：{count_32bit(copies)} 条）" if copies else ""
+            also_zh = f"（包括 4 字节的 cp.async 拷贝 {copies}：{count_32bit(copies)} 条）" if copies else ""
             return Step("sass", False, f"the {arch} build still has {count_narrow(op)} 32-bit {op} instructions{also_en} "
                         f"(at most {most} allowed): some loads the lesson vectorises are still done one float at a time",
                         f"{arch} 编译结果中仍有 {count_narrow(op)} 条 32 位的 {op} 指令{also_zh}（最多允许 {most} 条）：本练习要"

@@ -442,8 +442,8 @@ def _ldmatrix_a_judge(values: Table) -> Step:
                         got_en = (f"row {got_row}, columns {got_col}–{got_col + 1} of the 16×16 piece" if inside else
                                   f"row {row}, columns {chunk * 8 + 2 * q}–{chunk * 8 + 2 * q + 1} of the stage, "
                                   f"outside the piece (rows {tile_row}–{tile_row + 15}, columns {kk}–{kk + 15})")
-                        got_zh = (f" 16×16 小块的第 {got_row} 行、第 {got_col}–{got_col + 1} 列" if inside else
-                                  f"流水级的第 {row} 行、第 {chunk * 8 + 2 * q}–{chunk * 8 + 2 * q + 1} 列，在小块"
+                        got_zh = (f" 16×16 分块的第 {got_row} 行、第 {got_col}–{got_col + 1} 列" if inside else
+                                  f"流水级的第 {row} 行、第 {chunk * 8 + 2 * q}–{chunk * 8 + 2 * q + 1} 列，在分块"
                                   f"（第 {tile_row}–{tile_row + 15} 行、第 {kk}–{kk + 15} 列）之外")
                         if got_row != want_row:
                             short_en, short_zh = f"your row {got_row}, expected {want_row}", f"你的行是 {got_row}，应为 {want_row}"
@@ -457,7 +457,7 @@ def _ldmatrix_a_judge(values: Table) -> Step:
                                      f"{got_zh}；mma.sync 要求第 {want_row} 行、第 {want_col}–{want_col + 1} 列")
     return Step(STEP, True, "every lane's register of every A fragment holds the elements mma.sync.m16n8k16 expects "
                 "(8 piece rows × 2 k-steps, all 32 lanes, 4 registers)",
-                "所有 A 片段中每个线程的每个寄存器都存放着 mma.sync.m16n8k16 期望的元素（8 个小块行 × 2 个 k 步，"
+                "所有 A 片段中每个线程的每个寄存器都存放着 mma.sync.m16n8k16 期望的元素（8 个分块行 × 2 个 k 步，"
                 "32 个线程，4 个寄存器）")
 
 
@@ -478,7 +478,7 @@ def _mma_b_c_judge(values: Table) -> Step:
             return _fail(f"lane {lane} gives k row {k}, chunk {c}: outside the 16 (k) × 16 (n) piece of B that one "
                          "ldmatrix.x4.trans reads (k rows 0–15, chunks 0–1 of 8 columns)",
                          f"线程 {lane} 给出第 {k} 个 k 行、第 {c} 块：超出了一条 ldmatrix.x4.trans 读取的 16（k）× 16（n）"
-                         "的 B 小块（k 行 0–15，每块 8 列的第 0–1 块）")
+                         "的 B 分块（k 行 0–15，每块 8 列的第 0–1 块）")
     for lane in range(32):
         g, q = lane // 4, lane % 4
         for reg in range(4):

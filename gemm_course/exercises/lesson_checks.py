@@ -102,7 +102,7 @@ def profile_check(attempt: Attempt, check: dict) -> Step:
     space = "global" if check["type"] == "sectors" else "shared"
     limit = float(check.get("max_excess", 1.0))
     what_en = "sectors per request" if space == "global" else "bank wavefronts per instruction"
-    what_zh = "每次请求的扇区数" if space == "global" else "每条指令的存储体轮数（wavefront）"
+    what_zh = "每次请求的扇区数" if space == "global" else "每条指令的存储体波前数（wavefront）"
     seen = 0
     for shape, summary in _summaries(attempt):
         rows = [r for r in summary if r.space == space and check.get("write") in (None, r.write)

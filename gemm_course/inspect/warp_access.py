@@ -64,7 +64,7 @@ class LineAccess:
     def describe(self, lang: str = "en") -> str:
         """One line for this access; lang="zh": in Chinese."""
         if lang == "zh":
-            what = "个扇区/次请求" if self.space == "global" else "个 wavefront/条指令"
+            what = "个扇区/次请求" if self.space == "global" else "个波前/条指令"
             kind = "写入" if self.write else "读取"
             target = self.array if self.space == "global" else "共享内存"
             worst = (f"；最差的线程块 {self.worst_block}：{self.worst_per_access:.2f}"

@@ -205,11 +205,11 @@ def _tiled_predictions(level: str, params: Mapping[str, Any], n: int) -> list[Pr
     requests = [[4 * (er * n + ec) for er, ec in element[w:w + 32]] for w in range(0, t * t, 32)]
     b_requests = [[4 * n * n + a for a in req] for req in requests]  # B: the same pattern in another array
     per_request, hit = _sector_model(requests + b_requests)
-    order_en, order_zh = ("down columns", "沿列") if strided else ("along rows", "沿行")
+    order_en, order_zh = ("down columns", "纵向（沿一列）") if strided else ("along rows", "横向（沿一行）")
     out = [Prediction("sectors_per_load_request", per_request,
                       f"lane addresses: a warp copies its tile elements {order_en}, "
                       f"{per_request:g} sectors per load",
-                      f"按各线程地址计算：线程束{order_zh}复制分块元素，每次加载 {per_request:g} 个扇区")]
+                      f"按各线程地址计算：线程束{order_zh}拷贝分块元素，每次加载 {per_request:g} 个扇区")]
     if level == "03_coalescing_banks":
         out.append(Prediction("global_load_l1_hit_pct", hit,
                               "an L1 that keeps what one block read during a k-tile: every sector after its first "
@@ -235,7 +235,7 @@ def _tiled_predictions(level: str, params: Mapping[str, Any], n: int) -> list[Pr
     load_instr = wide + scalar + off_per_tile
     warps = (n // t) ** 2 * (t * t // 32) * (n // t)  # warps × k-tiles
     off_en = f" + {off_per_tile:g} predicated-off LDS (@!PT, no data) beside the cp.async copies" if off_per_tile else ""
-    off_zh = f" + {off_per_tile:g} 条谓词恒假的 LDS（@!PT，不搬运数据，位于 cp.async 拷贝旁）" if off_per_tile else ""
+    off_zh = f" + {off_per_tile:g} 条谓词恒假的 LDS（@!PT，不传输数据，位于 cp.async 拷贝旁）" if off_per_tile else ""
     mix_en = f"SASS per warp and k-tile: {wide:g} LDS.128 + {scalar:g} LDS{off_en}"
     mix_zh = f"SASS 中每个线程束每个 k 分块：{wide:g} 条 LDS.128 + {scalar:g} 条 LDS{off_zh}"
     out.append(Prediction("shared_load_instructions", warps * load_instr, mix_en, mix_zh))
@@ -245,7 +245,7 @@ def _tiled_predictions(level: str, params: Mapping[str, Any], n: int) -> list[Pr
         "wavefronts_per_shared_load", load_wf / load_instr,
         f"bank model (models.BankAccess) × SASS mix: {wide_en}{scalar - t:g} × {wf_a4} + {t} × {wf_b} "
         f"wavefronts over {load_instr:g} instructions",
-        f"存储体模型（models.BankAccess）× SASS 指令构成：{wide_zh}{scalar - t:g} × {wf_a4} + {t} × {wf_b} 轮，"
+        f"存储体模型（models.BankAccess）× SASS 指令构成：{wide_zh}{scalar - t:g} × {wf_a4} + {t} × {wf_b} 个波前，"
         f"除以 {load_instr:g} 条指令"))
     if not cp_async:
         a_st = _a_store(a_layout, r, c)
@@ -254,7 +254,7 @@ def _tiled_predictions(level: str, params: Mapping[str, Any], n: int) -> list[Pr
             "wavefronts_per_shared_store", (wf_sa + wf_sb) / 2,
             f"bank model: the A tile store As[{a_st[0]}][{a_st[1]}] takes {wf_sa}, the B store "
             f"Bs[{r}][{c}] {wf_sb}",
-            f"存储体模型：A 分块写入 As[{a_st[0]}][{a_st[1]}] 需要 {wf_sa} 轮，B 写入 Bs[{r}][{c}] 需要 {wf_sb} 轮"))
+            f"存储体模型：A 分块写入 As[{a_st[0]}][{a_st[1]}] 需要 {wf_sa} 个波前，B 写入 Bs[{r}][{c}] 需要 {wf_sb} 个波前"))
     return out
 
 
@@ -368,13 +368,13 @@ def _level5_family(params: Mapping[str, Any], n: int, vectorized: bool, epilogue
                    f"share one vector), a B read {b_p:g} ({bn // tn} different vectors {4 * tn} bytes apart put "
                    f"{b_p // 2:g} in each group of 4 banks); average {avg:.2f} per LDS.128"
                    + (f", spread over the {dummies} issued-but-skipped LDS as well" if dummies else ""),
-                   f"存储体模型，16 字节加载每次服务半个线程束：一次 A 读取 {a_p:g} 轮（16 个线程共用一个向量），"
-                   f"一次 B 读取 {b_p:g} 轮（{bn // tn} 个相隔 {4 * tn} 字节的不同向量，每组 4 个存储体落 {b_p // 2:g} 个）；"
-                   f"平均每条 LDS.128 {avg:.2f} 轮" + (f"，再摊到 {dummies} 条发射却跳过的 LDS 上" if dummies else "")),
+                   f"存储体模型，16 字节加载每次服务半个线程束：一次 A 读取 {a_p:g} 个波前（16 个线程共用一个向量），"
+                   f"一次 B 读取 {b_p:g} 个波前（{bn // tn} 个相隔 {4 * tn} 字节的不同向量，每组 4 个存储体落 {b_p // 2:g} 个）；"
+                   f"平均每条 LDS.128 {avg:.2f} 个波前" + (f"，再摊到 {dummies} 条发射却跳过的 LDS 上" if dummies else "")),
         Prediction("shared_load_conflicts", warps * ktiles * per_warp_tile * (avg - least),
                    f"the same model: passes above what the distinct bytes need at 128 bytes a pass, "
                    f"{avg - least:.2f} per LDS.128" + (" (all on the B reads)" if avg > least else ""),
-                   f"同一模型：超出“不同字节数 ÷ 每轮 128 字节”的轮数，每条 LDS.128 {avg - least:.2f} 轮"
+                   f"同一模型：超出“不同字节数 ÷ 每个波前 128 字节”的波前数，每条 LDS.128 {avg - least:.2f} 个波前"
                    + ("（全在 B 的读取上）" if avg > least else "")),
     ]
     if vectorized:
@@ -412,8 +412,8 @@ def _vector_stores(params: Mapping[str, Any], n: int) -> Prediction:
                       f"k-tile at {s_avg:g} pass{'es' if s_avg != 1 else ''} each (rows of As are {bm + 4} floats apart), "
                       f"B's as {len(vector) // (threads // 32)} STS.128 of 32 contiguous vectors at {v_avg:g} passes",
                       f"存储体模型：A 的 float4 转置写入，每个线程束每个 k 分块 {len(scalar) // (threads // 32)} 条 STS.32，"
-                      f"每条 {s_avg:g} 轮（As 的行距为 {bm + 4} 个 float）；B 的写入是 "
-                      f"{len(vector) // (threads // 32)} 条 STS.128，每条 32 个连续向量，{v_avg:g} 轮")
+                      f"每条 {s_avg:g} 个波前（As 的行距为 {bm + 4} 个 float）；B 的写入是 "
+                      f"{len(vector) // (threads // 32)} 条 STS.128，每条 32 个连续向量，{v_avg:g} 个波前")
 
 
 @predicts("05_register_blocking")
@@ -453,7 +453,7 @@ def _warp_tiling(params: Mapping[str, Any], n: int) -> list[Prediction]:
               f"ask for 4 distinct vectors (64 contiguous bytes, one pass), as do those of a B read, so a read "
               f"of A takes {a_avg:g} passes and a read of B {b_avg:g}")
     why_zh = (f"存储体模型，16 字节加载每次服务半个线程束：每一半中，一次 A 读取的 16 个线程只要 4 个不同的向量"
-              f"（64 个连续字节，一轮），一次 B 读取也是如此，所以每次读取 A 需 {a_avg:g} 轮、B 需 {b_avg:g} 轮")
+              f"（64 个连续字节，一个波前），一次 B 读取也是如此，所以每次读取 A 需 {a_avg:g} 个波前、B 需 {b_avg:g} 个波前")
     out = [
         Prediction("sectors_per_load_request", 512 / 32,
                    "every global load is an LDG.128 of A: 32 lanes × 16 contiguous bytes = 512 B = 16 sectors",
@@ -461,12 +461,12 @@ def _warp_tiling(params: Mapping[str, Any], n: int) -> list[Prediction]:
         Prediction("wavefronts_per_shared_load", passes / per_warp_tile,
                    why_en + f"; per k {a_k} reads of A and {b_k} of B, average {passes / per_warp_tile:.2f} per LDS.128"
                    + (", none of it a conflict" if no_conflict else ""),
-                   why_zh + f"；每个 k 读 A {a_k} 次、读 B {b_k} 次，平均每条 LDS.128 {passes / per_warp_tile:.2f} 轮"
+                   why_zh + f"；每个 k 读 A {a_k} 次、读 B {b_k} 次，平均每条 LDS.128 {passes / per_warp_tile:.2f} 个波前"
                    + ("，其中没有冲突" if no_conflict else "")),
         Prediction("shared_load_wavefronts", passes * ktiles * warps,
                    f"the same model: {a_k} × {a_avg:g} + {b_k} × {b_avg:g} = {passes // bk} passes per warp per k, "
                    f"× {n} k × {warps} warps",
-                   f"同一模型：每个线程束每个 k {a_k} × {a_avg:g} + {b_k} × {b_avg:g} = {passes // bk} 轮，"
+                   f"同一模型：每个线程束每个 k {a_k} × {a_avg:g} + {b_k} × {b_avg:g} = {passes // bk} 个波前，"
                    f"× {n} 个 k × {warps} 个线程束"),
         Prediction("instructions", n ** 3 / 32,
                    "if the kernel issued nothing but FFMA: one per multiply-add per thread, n³/32 warp instructions",
@@ -509,8 +509,8 @@ def _ldmatrix_wavefronts(count: int) -> Prediction:
     return Prediction("shared_load_wavefronts", 4 * count,
                       "bank model: an ldmatrix.x4 moves 512 bytes, 4 passes of 128 bytes when no two of its rows "
                       "share a bank slot (ncu reports ldmatrix's passes among the shared-load passes)",
-                      "存储体模型：一条 ldmatrix.x4 搬运 512 字节，若各行不落在同一存储体槽上，需要 4 轮、每轮 128 字节"
-                      "（ncu 把 ldmatrix 的轮数计入共享内存加载的轮数）")
+                      "存储体模型：一条 ldmatrix.x4 读取 512 字节，若各行不落在同一存储体槽上，需要 4 个波前、每个波前 128 字节"
+                      "（ncu 把 ldmatrix 的波前数计入共享内存加载的波前数）")
 
 
 @predicts("09_wmma")
@@ -538,7 +538,7 @@ def _level9(params: Mapping[str, Any], n: int) -> list[Prediction]:
     return [
         Prediction("global_load_requests", blocks * k_tiles * (bm * 32 + 32 * bn) * 2 // 512,
                    "a block copies a BM×32 tile of A and a 32×BN tile of B per k-tile, 512 bytes per 16-byte warp load",
-                   "每个 k 分块，线程块拷贝 A 的 BM×32 分块和 B 的 32×BN 分块，每条 16 字节的线程束加载搬运 512 字节"),
+                   "每个 k 分块，线程块拷贝 A 的 BM×32 分块和 B 的 32×BN 分块，每条 16 字节的线程束加载读取 512 字节"),
         Prediction("sectors_per_load_request", 16,
                    "a 16-byte load per lane, consecutive lanes on consecutive bytes: 512 bytes, 16 sectors, all used",
                    "每个线程 16 字节加载，相邻线程访问相邻字节：512 字节，16 个扇区，全部用上"),
@@ -566,7 +566,7 @@ def _level10(params: Mapping[str, Any], n: int) -> list[Prediction]:
     if params["copy"] in ("cp_async", "cp_async_mbarrier"):
         out += [Prediction("global_load_requests", blocks * (n // 32) * (128 * 32 + 32 * bn) * 2 // 512,
                            "each cp.async (LDGSTS.128) a warp issues moves 512 bytes of the 128×32 A and 32×BN B tiles",
-                           "线程束发出的每条 cp.async（LDGSTS.128）搬运 128×32 的 A 分块和 32×BN 的 B 分块中的 512 字节"),
+                           "线程束发出的每条 cp.async（LDGSTS.128）传输 128×32 的 A 分块和 32×BN 的 B 分块中的 512 字节"),
                 Prediction("sectors_per_load_request", 16,
                            "16 bytes per lane, consecutive lanes on consecutive bytes: 16 sectors, all used",
                            "每个线程 16 字节，相邻线程访问相邻字节：16 个扇区，全部用上")]

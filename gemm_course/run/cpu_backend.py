@@ -1102,8 +1102,8 @@ class CpuKernel:
         dynamic = (static + 3) // 4 * 4  # the race detector's words: static shared memory, then dynamic
         if offset >= dynamic and (static or not variables):
             n = offset - dynamic
-            return f"动态共享内存的第 {n} 字节" if lang == "zh" else f"byte {n} of dynamic shared memory"
-        return f"共享内存的第 {offset} 字节" if lang == "zh" else f"byte {offset} of shared memory"
+            return f"动态共享内存中偏移 {n} 字节处" if lang == "zh" else f"byte {n} of dynamic shared memory"
+        return f"共享内存中偏移 {offset} 字节处" if lang == "zh" else f"byte {offset} of shared memory"
 
     def _crossing(self, access: int, barrier: int, frames: dict[int, list[tuple[str, str]]]) -> bool:
         """True when the access lies at an earlier line of the function that holds the barrier its
@@ -1151,7 +1151,7 @@ class CpuKernel:
             "result depends on which thread runs first: put a __syncthreads() between the write and the "
             f"other thread's access (or give each thread its own word).{note}",
             f"{self.kernel}：线程块 {_xyz(err.block)} 中出现共享内存竞争：线程 {_xyz(earlier)} 在 {where[0]} "
-            f"{_ACTIONS_ZH[actions[0]]}了 {element_zh}（共享内存第 {offset} 字节），线程 {_xyz(later)} 在 "
+            f"{_ACTIONS_ZH[actions[0]]}了 {element_zh}（共享内存中偏移 {offset} 字节处），线程 {_xyz(later)} 在 "
             f"{where[1]} {_ACTIONS_ZH[actions[1]]}了同一个字，两者之间没有 __syncthreads()。在 GPU 上结果取决于哪个"
             "线程先执行：请在写入与另一个线程的访问之间加上 __syncthreads()（或者让每个线程使用自己的字）。" + note_zh,
             block=tuple(err.block), threads=(earlier, later), lines=where, actions=actions,
