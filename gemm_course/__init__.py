@@ -27,7 +27,7 @@ from gemm_course.measure.bench import Timing, bench, time_gpu
 from gemm_course.bilingual.language import language  # gc.language("zh") / ("en"): outputs in one language (Jupyter, Colab)
 from gemm_course.run.check import CheckResult, check, random_operands, relative_error, tolerance
 from gemm_course.run.compile import CompileReport, compile_report, kernel_source, show_source
-from .device import gpu_available
+from .device import gpu_available, pretend_arch  # gc.pretend_arch("sm_120"): another card's reports and decisions
 from gemm_course.run.launch import gemm
 from .levels import Launch, Level, Param, get_level, levels
 
@@ -37,7 +37,7 @@ _LAZY = {
     "autotune": "measure.autotune", "compile": "run.compile", "counters": "measure.counters",
     "cpu_backend": "run.cpu_backend", "diagrams": "display.diagrams", "display_text": "bilingual.text", "dtypes": "run.dtypes",
     "exercises": "exercises", "models": "models", "notebook": "display.notebook", "plots": "display.plots",
-    "predictions": "measure.predictions", "results": "measure.results", "sass": "inspect.sass",
+    "predictions": "measure.predictions", "results": "measure.results", "sass": "inspect.sass", "support": "support",
     "warp_access": "inspect.warp_access", "widgets": "display.widgets",
 }
 
@@ -51,5 +51,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CheckResult", "CompileReport", "Launch", "Level", "Param", "Timing", "bench", "check",
     "compile_report", "gemm", "get_level", "gpu_available", "kernel_source", "language", "levels", "models",
+    "pretend_arch",
     "random_operands", "relative_error", "results", "show_source", "time_gpu", "tolerance",
 ]

@@ -6,8 +6,18 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 # --- per-architecture limits -----------------------------------------------------------------------
-# From the CUDA C++ Programming Guide's "compute capabilities" tables. fp32_lanes is the number of
-# FP32 FMA results one SM can produce per clock.
+# The one table of per-architecture limits: every compile report, occupancy computation and model reads it.
+# From NVIDIA's CUDA C++ Programming Guide, "Compute Capabilities", table "Technical Specifications per
+# Compute Capability" (https://docs.nvidia.com/cuda/cuda-c-programming-guide/#compute-capabilities): 64 K
+# 32-bit registers per SM, at most 255 per thread; 48 KB of static shared memory per block; shared memory per
+# SM, the dynamic opt-in maximum per block (the SM's shared memory less the 1 KB the runtime reserves per
+# block from sm_80 on), resident threads (warps) and blocks per SM. NVIDIA's own machine-readable copy of the
+# same table is CCCL's cuda/__device/arch_traits.h (shipped inside CuPy's wheel: cupy/_cccl/libcudacxx/), which
+# the entries from sm_100 on were checked against. fp32_lanes is the number of FP32 FMA results one SM can
+# produce per clock (the guide's "Arithmetic Instructions" throughput table). The last rows are the
+# architectures that NVRTC 12.9 compiles for (nvrtcGetSupportedArchs) beyond Hopper: sm_100 and sm_103
+# (data-centre Blackwell: B200, GB200, B300), sm_120 and sm_121 (Blackwell RTX 50 and workstation cards, DGX
+# Spark). L2 size is a property of a GPU, not of an architecture: the models read it from a run's provenance.
 
 
 @dataclass(frozen=True)
@@ -45,17 +55,23 @@ ARCHS: dict[str, ArchLimits] = {
         ArchLimits("sm_75", 1024, 16, 64 * 1024, 64 * 1024, 0, 64, shared_alloc_unit=256),
         ArchLimits("sm_80", 2048, 32, 164 * 1024, 163 * 1024, 1024, 64),
         ArchLimits("sm_86", 1536, 16, 100 * 1024, 99 * 1024, 1024, 128),
+        ArchLimits("sm_87", 1536, 16, 164 * 1024, 163 * 1024, 1024, 128),
         ArchLimits("sm_89", 1536, 24, 100 * 1024, 99 * 1024, 1024, 128),
         ArchLimits("sm_90", 2048, 32, 228 * 1024, 227 * 1024, 1024, 128),
+        ArchLimits("sm_100", 2048, 32, 228 * 1024, 227 * 1024, 1024, 128),
+        ArchLimits("sm_103", 2048, 32, 228 * 1024, 227 * 1024, 1024, 128),
+        ArchLimits("sm_120", 1536, 24, 100 * 1024, 99 * 1024, 1024, 128),
+        ArchLimits("sm_121", 1536, 24, 100 * 1024, 99 * 1024, 1024, 128),
     )
 }
 
 
 def arch_limits(arch: str) -> ArchLimits:
-    """Limits for an architecture name such as "sm_90" or "sm_90a" (the suffix is ignored)."""
-    key = arch.rstrip("a")
+    """Limits for an architecture name such as "sm_90", "sm_90a" or "sm_100f" (the suffix is ignored)."""
+    key = arch.rstrip("af")
     if key not in ARCHS:
-        raise ValueError(f"no occupancy table for {arch}; known: {', '.join(ARCHS)}")
+        raise ValueError(f"no occupancy table for {arch}; known: {', '.join(ARCHS)} / "
+                         f"没有 {arch} 的占用率参数表；已知的架构：{'、'.join(ARCHS)}")
     return ARCHS[key]
 
 
@@ -162,9 +178,9 @@ def spec_from_properties(props: Mapping[str, object]) -> GpuSpec:
     if isinstance(name, bytes):
         name = name.decode()
     arch = f"sm_{props['major']}{props['minor']}"
-    if arch.rstrip("a") not in ARCHS:  # unknown arch: use the nearest older one we know
-        older = [a for a in ARCHS if a <= arch] or ["sm_70"]
-        arch = max(older)
+    if arch not in ARCHS:  # unknown arch: use the nearest older one we know
+        arch = max((a for a in ARCHS if int(a[3:]) <= props["major"] * 10 + props["minor"]),
+                   key=lambda a: int(a[3:]), default="sm_70")
     bandwidth = 2 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8 / 1e9
     return GpuSpec(str(name), arch, int(props["multiProcessorCount"]),
                    props["clockRate"] / 1e6, bandwidth, "device properties (peak clock, bus width)")

@@ -39,6 +39,16 @@ def status() -> Any:
     provs = [results.load(f)["provenance"] for f in files]
     recorded_on = sorted({f"{p['gpu']}, {p['date'][:10]}" for p in provs})
     rec = "; ".join(recorded_on) or "none"
+    pretended = device.pretended_arch()
+    if pretended:  # gc.pretend_arch / GEMM_COURSE_ARCH: say so first, the reports and decisions follow it
+        real = f"{device.gpu_name()} ({device.real_arch()})" if device.gpu_available() else None
+        en = (f"Pretending to be {pretended} ({device.ARCH_ENV} or gc.pretend_arch): compile reports, the choice "
+              "between live and recorded runs and the notes below follow it"
+              + (f"; kernels that run are built for the real GPU, {real}." if real else "; there is no GPU here."))
+        zh = (f"正在假装成 {pretended}（{device.ARCH_ENV} 或 gc.pretend_arch）：编译报告、实时运行还是展示实测记录的"
+              "选择以及下面的说明都以它为准" + (f"；真正运行的内核仍为本机的 GPU {real} 编译。" if real else "；这里没有 GPU。"))
+        return note(f"{html.escape(en)} Recorded results: {html.escape(rec)}.",
+                    f"{html.escape(zh)}实测记录：{html.escape(rec)}。")
     if device.gpu_available():
         name, arch = html.escape(device.gpu_name() or "?"), device.arch()
         return note(f"GPU found: <b>{name}</b> ({arch}). Kernels below are compiled, checked and timed "

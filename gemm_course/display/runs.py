@@ -8,7 +8,6 @@ from typing import Any, Optional, Sequence
 from gemm_course import device
 from gemm_course.measure import results
 from gemm_course.bilingual.text import Fold, Shown, Table, show as show_text, text
-from gemm_course.run.dtypes import min_cc
 from gemm_course.levels import Level, get_level
 from gemm_course.display.plots import performance_figure, show, sweep_figure
 from gemm_course.bilingual.text import fold_lines, say
@@ -32,9 +31,9 @@ def performance(level: str | int | Level, configs: Optional[Sequence[dict]] = No
 
         for c in configs:
             if c not in here:
-                say(f"{lv.id} {c} needs sm_{lv.required_cc(lv.resolve(**c))}: not run on this GPU "
-                    f"({device.gpu_name()})", f"{lv.id} {c} 需要 sm_{lv.required_cc(lv.resolve(**c))}："
-                    f"这块 GPU（{device.gpu_name()}）上不运行")
+                en, zh = _why_not_here(lv.id, lv.resolve(**c), dtype) or ("", "")
+                say(f"{lv.id} {c}: {en}; not run on {device.arch()} ({device.gpu_name()})",
+                    f"{lv.id} {c}：{zh}；不在 {device.arch()}（{device.gpu_name()}）上运行")
         records = bench([(lv.id, c) for c in here], sizes, dtype=dtype)["records"]
         where = f"measured live on {device.gpu_name()}"
     else:
@@ -74,13 +73,25 @@ def sweep(level: str | int | Level, x: str, y: str, by: Optional[str] = None) ->
                       subtitle="recorded: " + results.provenance_line(records[0])))
 
 
-def _runs_here(level: str, params: dict, dtype: str) -> bool:
-    """Whether this machine's GPU can run a level's resolved setting on this input type (bf16 needs
-    sm_80; some settings need more than their level, e.g. Level 10's copy='tma' needs sm_90)."""
+def _why_not_here(level: str, params: dict, dtype: str) -> Optional[tuple[str, str]]:
+    """Why this machine's GPU cannot run a level's resolved setting on this input type (en, zh), or None if it
+    can: bf16 needs sm_80, some settings need more than their level (Level 10's copy='tma' needs sm_90), some
+    more shared memory than the architecture has (support.setting_refusal). The architecture pretended
+    (gc.pretend_arch) decides, and the real GPU must be able to run the kernel too."""
+    from gemm_course.support import setting_refusal
+
     if not device.gpu_available():
-        return False
-    cc = device.compute_capability()
-    return get_level(level).setting_runs_on(cc, params) and cc >= min_cc(dtype)
+        return ("no GPU here", "这里没有 GPU")
+    for arch in dict.fromkeys((device.arch(), device.real_arch())):
+        why = setting_refusal(level, params, arch, dtype)
+        if why:
+            return why
+    return None
+
+
+def _runs_here(level: str, params: dict, dtype: str) -> bool:
+    """Whether this machine's GPU can run a level's resolved setting on this input type (_why_not_here)."""
+    return _why_not_here(level, params, dtype) is None
 
 
 def _all_run_here(entries: Sequence[tuple[str, dict]], dtype: str) -> bool:

@@ -219,10 +219,15 @@ def fp8_compile_report(scaling: str = "blockwise", stages: Optional[int] = None,
     from gemm_course.run.compile import CompileReport, nvrtc_compile, parse_ptxas_log
     from gemm_course.models import occupancy
 
+    if str(arch).lower().removeprefix("sm_").rstrip("af") != "90":
+        from gemm_course.support import hopper_refusal_text
+
+        raise ValueError(hopper_refusal_text("13", str(arch) if str(arch).startswith("sm_") else f"sm_{arch}"))
     if arch != ARCH:
         raise ValueError(_bilingual(f"the FP8 kernels use wgmma and setmaxnreg, which exist on {ARCH} only; "
-                                    f"{arch} cannot run them",
-                                    f"FP8 内核用到 wgmma 和 setmaxnreg，它们只存在于 {ARCH}；{arch} 无法运行"))
+                                    f"{arch} cannot run them: use arch='{ARCH}'",
+                                    f"FP8 内核用到 wgmma 和 setmaxnreg，它们只存在于 {ARCH}；{arch} 无法运行它们："
+                                    f"请用 arch='{ARCH}'"))
     _check_setting(scaling, block_n, overlap, "auto", block_m, staged_scales)
     staged = dict(staged_scales=staged_scales)
     stages = resolve_stages(scaling, stages, block_n, block_m, **staged)
@@ -392,14 +397,12 @@ def check_operands(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scali
 
 
 def _require_hopper() -> None:
+    from gemm_course.support import hopper_refusal_text
+
     device.require_gpu("running the FP8 kernels")
-    cc = device.compute_capability()
-    if cc != 90:
-        raise RuntimeError(_bilingual(
-            f"the FP8 kernels use wgmma and setmaxnreg, built for {ARCH}: they run on compute capability 9.0 "
-            f"exactly (H100, H200, GH200), and this GPU ({device.gpu_name()}) is sm_{cc}",
-            f"FP8 内核用到 wgmma 和 setmaxnreg，只为 {ARCH} 编译：只能在计算能力 9.0（H100、H200、GH200）上运行，"
-            f"而这块 GPU（{device.gpu_name()}）是 sm_{cc}"))
+    for cc in sorted({device.compute_capability(), device.real_compute_capability()}):  # pretended and real
+        if cc != 90:  # one line, "English / 中文": why this architecture cannot, what to read instead
+            raise RuntimeError(hopper_refusal_text("13", f"sm_{cc}"))
 
 
 def _scales_read_in_place(s: Any) -> bool:

@@ -444,10 +444,11 @@ def bench(configs: Iterable[Config], sizes: Iterable[int | tuple[int, int, int]]
 
     from gemm_course.run.check import random_operands
 
-    configs = [(get_level(lv).id, get_level(lv).resolve(**p)) for lv, p in configs]
+    resolved = [(get_level(lv).id, get_level(lv).resolve_here(**p)) for lv, p in configs]  # this GPU's defaults
+    configs = [c for i, c in enumerate(resolved) if c not in resolved[:i]]  # "{}" may be another setting's twin here
     dtype = dtype or get_level(configs[0][0]).dtypes[0]
     device.require_gpu("benchmarking")
-    cc = device.compute_capability()
+    cc = device.real_compute_capability()  # what the kernels run on, whatever is pretended
     for lv, p in configs:  # e.g. Level 10's copy='tma' on an A100: say so, measure the rest
         if not get_level(lv).setting_runs_on(cc, p):
             progress(f"skipping {lv} {p}: it needs sm_{get_level(lv).required_cc(p)}"

@@ -131,7 +131,7 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
     batch > 0: a batch of that many independent products in one launch (batched levels).
     """
     lv = get_level(level)
-    resolved = lv.resolve(**params)
+    resolved = lv.resolve(**params) if backend == "cpu" else lv.resolve_here(**params)  # on a GPU: its defaults
     require_sizes(M=M, N=N, K=K)
     dtype = dtype or lv.dtypes[0]
     require_input_type(dtype)

@@ -370,26 +370,27 @@ def normalize_arch(arch: Any) -> str:
 
 
 def default_arch() -> str:
-    """The reader's GPU architecture if there is a GPU, else the H200's (sm_90)."""
-    return device.arch() if device.gpu_available() else "sm_90"
+    """The architecture pretended (gc.pretend_arch, GEMM_COURSE_ARCH), else the reader's GPU's, else the H200's
+    (sm_90)."""
+    return device.pretended_arch() or (device.arch() if device.gpu_available() else "sm_90")
 
 
 def compile_report(level: str | int | Level, arch: Optional[str] = None, source: Optional[str] = None,
                    **params: Any) -> CompileReport:
     """Registers, shared memory, stack, spills and occupancy of a level's kernel on an architecture.
 
-    Works with or without a GPU. arch defaults to the reader's GPU, or sm_90 without one; "sm_75", "75"
-    and 75 name the same architecture.
+    Works with or without a GPU. arch defaults to the architecture pretended (gc.pretend_arch,
+    GEMM_COURSE_ARCH), else the reader's GPU, or sm_90 without one; "sm_75", "75" and 75 name the same
+    architecture. Parameters left out take the architecture's defaults (Level.defaults_for).
     """
     lv = get_level(level)
-    resolved = lv.resolve(**params)
     arch = normalize_arch(arch) if arch is not None else default_arch()
+    resolved = lv.resolve_for(arch, **params)  # the architecture's defaults (Level.arch_defaults)
     if lv.arch_specific:  # wgmma and setmaxnreg exist on sm_90a only
-        if arch.rstrip("a") != f"sm_{lv.min_cc}":
-            raise ValueError(f"level {lv.id} is built for {lv.build_arch} only (Hopper's wgmma and setmaxnreg); "
-                             f"{arch} cannot run it. Use arch='{lv.build_arch}' / 第 {lv.number} 级（{lv.id}）只为 "
-                             f"{lv.build_arch} 编译（用到了 Hopper 的 wgmma 和 setmaxnreg），{arch} 无法运行它。"
-                             f"请使用 arch='{lv.build_arch}'")
+        if arch.rstrip("af") != f"sm_{lv.min_cc}":
+            from gemm_course.support import hopper_refusal_text
+
+            raise ValueError(hopper_refusal_text(lv.id, arch))
         arch = lv.build_arch
     arch_limits(arch)  # fail early, with the list of known architectures
     needed = lv.required_cc(resolved)

@@ -291,7 +291,7 @@ def _prepare(lv: Level, params: dict[str, Any], epilogue: Optional[Epilogue], A:
              source: Optional[str], xp: Any) -> tuple[PreparedLaunch, Any]:
     """Every check of a call, then its geometry, output and kernel: (the prepared launch, C)."""
     on_gpu = xp is not np
-    resolved = lv.resolve(**params)
+    resolved = lv.resolve_here(**params) if on_gpu else lv.resolve(**params)  # the GPU's defaults (Level.arch_defaults)
     batch, M, N, K = _check_operands(lv, resolved, A, B, out, xp)
     if on_gpu:
         _require_cc(lv, resolved, dtype_name(A))
@@ -415,12 +415,15 @@ def _require_gpu(lv: Level, params: dict[str, Any]) -> None:
 
 def _require_cc(lv: Level, resolved: dict[str, Any], input_type: str) -> None:
     """Refuse, with what to do instead, a level or input type this GPU cannot run."""
-    cc, name = device.compute_capability(), device.gpu_name()
-    if lv.arch_specific and cc != lv.min_cc:
-        raise RuntimeError(
-            f"level {lv.id} uses instructions of {lv.build_arch} only (wgmma, setmaxnreg): it runs on "
-            f"compute capability {lv.min_cc // 10}.{lv.min_cc % 10} exactly (H100, H200, GH200), and this "
-            f"GPU ({name}) is sm_{cc}. Read the recorded H200 results, or compile_report(arch='sm_90a').")
+    # The architecture pretended (gc.pretend_arch) decides, and the real GPU must be able to run the kernel too.
+    name = device.gpu_name()
+    real = device.real_compute_capability()
+    cc = min(device.compute_capability(), real)
+    for arch_cc in sorted({device.compute_capability(), real}):
+        if lv.arch_specific and arch_cc != lv.min_cc:
+            from gemm_course.support import hopper_refusal_text
+
+            raise RuntimeError(hopper_refusal_text(lv.id, f"sm_{arch_cc}"))
     needed = max(lv.required_cc(resolved), min_cc(input_type))
     if cc < needed:
         raise RuntimeError(
