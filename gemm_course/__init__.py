@@ -30,6 +30,14 @@ from gemm_course.run.compile import CompileReport, compile_report, kernel_source
 from .device import gpu_available, pretend_arch  # gc.pretend_arch("sm_120"): another card's reports and decisions
 from gemm_course.run.launch import gemm
 from .levels import Launch, Level, Param, get_level, levels
+from gemm_course.bilingual.text import one_language_errors
+
+# A wrong input's message ("English / 中文") in the language in force: one language after gc.language("zh"),
+# GEMM_COURSE_LANG or a Chinese locale; both halves when nothing chooses (the book's switch shows one).
+bench, check, compile_report, gemm, get_level, kernel_source, language, random_operands, relative_error, \
+    show_source, time_gpu, tolerance = map(one_language_errors, (
+        bench, check, compile_report, gemm, get_level, kernel_source, language, random_operands, relative_error,
+        show_source, time_gpu, tolerance))
 
 # Short names the notebooks use (gc.notebook, gc.plots, ...): each module lives in its topic's folder and
 # loads on first use, so `import gemm_course` stays light (plotly and ipywidgets load only when shown).

@@ -22,6 +22,8 @@ import json
 import sys
 from typing import Any, Optional
 
+from .bilingual.language import chosen, command_line
+from .bilingual.text import localize_error, one_language
 from .levels import get_level, levels
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096, 8192)
@@ -165,33 +167,42 @@ def cmd_check(args: argparse.Namespace) -> None:
     failures = 0
     gpu = device.gpu_available()
     cc = device.compute_capability() if gpu else 0
+    lang = _lang(args)
     for lv in _selected(args.levels):
         if not gpu and lv.uses_tensor_cores:
-            print(f"{lv.id}: skipped, its Tensor Core instructions need a GPU (the CPU backend runs Levels 1-8)")
+            print(_in(lang, f"{lv.id}: skipped, its Tensor Core instructions need a GPU (the CPU backend runs Levels 1-8)",
+                      f"{lv.id}：已跳过，它的张量核心指令需要 GPU（CPU 后端只能运行第 1-8 级）"))
             continue
         settings = [lv.resolve(**s) for s in (*lv.showcase, *lv.experiments)]
         if args.all_settings:
             rest = [s for s in lv.valid_settings() if s not in settings]
             cap = args.max_settings if args.max_settings is not None else (0 if gpu else CPU_EXTRA_SETTINGS)
             if cap and len(rest) > cap:  # the CPU backend compiles and runs each setting thread by thread
-                print(f"{lv.id}: {len(settings) + cap} of {len(settings) + len(rest)} settings (the showcase and "
-                      f"{cap} spread over the rest){'' if gpu else ' on the CPU backend, no GPU here'}; "
-                      "--max-settings 0 checks every one (hours without a GPU)", flush=True)
+                print(_in(lang, f"{lv.id}: {len(settings) + cap} of {len(settings) + len(rest)} settings (the showcase "
+                                f"and {cap} spread over the rest){'' if gpu else ' on the CPU backend, no GPU here'}; "
+                                "--max-settings 0 checks every one (hours without a GPU)",
+                          f"{lv.id}：检查 {len(settings) + len(rest)} 个设置中的 {len(settings) + cap} 个（代表性配置，"
+                          f"另从其余设置中均匀选取 {cap} 个）{'' if gpu else '，在 CPU 后端上运行，这里没有 GPU'}；"
+                          "--max-settings 0 检查全部设置（没有 GPU 时要几个小时）"), flush=True)
                 rest = [rest[round(i * (len(rest) - 1) / max(cap - 1, 1))] for i in range(cap)]
             settings += rest
         if gpu:
             skipped = [s for s in settings if not lv.setting_runs_on(cc, s)]
             settings = [s for s in settings if lv.setting_runs_on(cc, s)]
             if skipped:
-                print(f"{lv.id}: {len(skipped)} settings skipped, they need a newer GPU than sm_{cc}")
+                print(_in(lang, f"{lv.id}: {len(skipped)} settings skipped, they need a newer GPU than sm_{cc}",
+                          f"{lv.id}：跳过 {len(skipped)} 个设置，它们需要比 sm_{cc} 更新的 GPU"))
         shapes = ODD_SHAPES + MULTIPLE_OF_8_SHAPES if gpu else ODD_SHAPES[:4]  # the CPU backend runs thread by thread: small shapes
         if not gpu and len(settings) > 5:  # the CPU backend takes seconds per setting: say so before the minutes go by
-            print(f"{lv.id}: {len(settings)} settings × {len(shapes)} shapes on the CPU backend (no GPU here), a few "
-                  "seconds each; Ctrl-C stops, --levels picks fewer levels", flush=True)
+            print(_in(lang, f"{lv.id}: {len(settings)} settings × {len(shapes)} shapes on the CPU backend (no GPU here), "
+                            "a few seconds each; Ctrl-C stops, --levels picks fewer levels",
+                      f"{lv.id}：{len(settings)} 个设置 × {len(shapes)} 个形状，在 CPU 后端上运行（这里没有 GPU），"
+                      "每个需要几秒；按 Ctrl-C 停止，用 --levels 只选部分级别"), flush=True)
         checked = 0
         for n, params in enumerate(settings, 1):
             if not gpu and len(settings) > 5 and n % 5 == 0:
-                print(f"  {lv.id}: {n} of {len(settings)} settings checked, {failures} failed so far", flush=True)
+                print(_in(lang, f"  {lv.id}: {n} of {len(settings)} settings checked, {failures} failed so far",
+                          f"  {lv.id}：已检查 {n}/{len(settings)} 个设置，目前 {failures} 个失败"), flush=True)
             for M, N, K in shapes:
                 if lv.shape_rules(M, N, K, params):  # a precondition of the kernel (e.g. K % 8 == 0)
                     continue
@@ -200,9 +211,11 @@ def cmd_check(args: argparse.Namespace) -> None:
                 failures += not result.passed
                 if not result.passed or args.verbose:
                     print(result)
-        print(f"{lv.id}: {len(settings)} settings, {checked} checks on odd shapes"
-              + ("" if gpu else " (CPU backend, no GPU here)"))
-    print(f"{failures} failed")
+        print(_in(lang, f"{lv.id}: {len(settings)} settings, {checked} checks on odd shapes"
+                        + ("" if gpu else " (CPU backend, no GPU here)"),
+                  f"{lv.id}：{len(settings)} 个设置，在不规则形状上检查 {checked} 次"
+                  + ("" if gpu else "（CPU 后端，这里没有 GPU）")))
+    print(_in(lang, f"{failures} failed", f"{failures} 个失败"))
     if failures:
         sys.exit(1)
 
@@ -424,17 +437,25 @@ def cmd_counters(args: argparse.Namespace) -> None:
         print(f"recorded on {p['gpu']}, {p['date'][:10]}, {p['ncu']}; `{results.command_line(p)}`")
 
 
-def _lang(args: argparse.Namespace) -> str:
-    """The language of what the command prints: --zh, else the environment's (LANG=zh_CN...), else English."""
-    import os
+def _lang(args: Optional[argparse.Namespace] = None) -> str:
+    """The language of what the command prints: "en", "zh" or "both", the one order of every output
+    (gemm_course.bilingual.language): --en / --zh, else gc.language's choice, GEMM_COURSE_LANG, a Chinese
+    locale, else English. main() applies the command line's flags and default around every command."""
+    from gemm_course.bilingual.language import current_language
 
-    if getattr(args, "zh", False):
-        return "zh"
-    return "zh" if os.environ.get("LANG", "").lower().startswith("zh") else "en"
+    return current_language()
 
 
 def _in(lang: str, en: str, zh: str) -> str:
-    return en if lang == "en" else zh
+    """en or zh for lang; both ("English · 中文", or English then Chinese for text on several lines) for "both"."""
+    if lang in ("en", "zh") or en == zh:
+        return zh if lang == "zh" else en
+    return f"{en} · {zh}" if "\n" not in en + zh else f"{en}\n{zh}"
+
+
+def _each(lang: str, lines: Any) -> list[str]:
+    """lines(lang) for one language; for "both", the English lines, an empty line, then the Chinese ones."""
+    return lines(lang) if lang in ("en", "zh") else [*lines("en"), "", *lines("zh")]
 
 
 def _find_exercise(exercise_id: str, lang: str) -> Any:
@@ -449,9 +470,10 @@ def _find_exercise(exercise_id: str, lang: str) -> Any:
         ids = [e.id for e in exercises()]
         close = difflib.get_close_matches(exercise_id, ids, n=3, cutoff=0.5) or \
             [i for i in ids if exercise_id and exercise_id in i][:3]
-        guess = _in(lang, f": did you mean {' or '.join(close)}?", f"：是不是 {' 或 '.join(close)}？") if close else ""
-        raise ValueError(_in(lang, f"no exercise {exercise_id!r}{guess} (`python -m gemm_course exercises` lists them)",
-                             f"没有练习 {exercise_id!r}{guess}（`python -m gemm_course exercises` 列出全部练习）")) from None
+        guess_en = f": did you mean {' or '.join(close)}?" if close else ""
+        guess_zh = f"：是不是 {' 或 '.join(close)}？" if close else ""
+        raise ValueError(_in(lang, f"no exercise {exercise_id!r}{guess_en} (`python -m gemm_course exercises` lists them)",
+                             f"没有练习 {exercise_id!r}{guess_zh}（`python -m gemm_course exercises` 列出全部练习）")) from None
 
 
 SEED_LIMIT = 2**32  # what NumPy's default_rng takes, and more seeds than anyone will try
@@ -483,14 +505,14 @@ def _reveal(exercise: Any, lang: str) -> None:
                                    f"{exercise.id} --solution --print` shows this one's reference answer",
                              f"{exercise.id} 没有可以揭晓的实测预测值：reveal 只用于答案是评分器实测数值的练习；"
                              f"`python -m gemm_course grade {exercise.id} --solution --print` 显示本练习的参考答案"))
-    lines = predict.reveal_lines(exercise, lang)
+    lines = _each(lang, lambda one: predict.reveal_lines(exercise, one))
     warning = progress.record_reveal(exercise.id)
     print(_in(lang, f"{exercise.id}: given up; the measured values and why (a right answer from now on is shown as "
                     "right but does not count as solved):",
               f"{exercise.id}：已放弃；以下是实测值及其原因（此后答对会显示为正确，但不计为已完成）："))
-    print("\n".join(f"  {line}" for line in lines))
+    print("\n".join(f"  {line}" if line else "" for line in lines))
     if warning:
-        print(warning, file=sys.stderr)
+        print(one_language(warning), file=sys.stderr)
 
 
 def cmd_exercises(args: argparse.Namespace) -> None:
@@ -508,22 +530,25 @@ def cmd_exercises(args: argparse.Namespace) -> None:
             _reveal(ex, lang)
             return
         if args.action == "show":
-            title, statement = (ex.title_en, ex.statement_en) if lang == "en" else (ex.title_zh, ex.statement_zh)
-            head = f"Exercise {ex.id} (Level {ex.number}, {ex.kind}): {title}" if lang == "en" else \
-                f"练习 {ex.id}（第 {ex.number} 级）：{title}"
             mine = "my_kernel.cu" if ex.answer_suffix == ".cu" else "my_answer.txt"
-            tail = (f"Start: python -m gemm_course grade {ex.id} --starter --print > {mine}; then edit {mine} and run "
-                    f"python -m gemm_course grade {ex.id} {mine}; hints: exercises hint {ex.id} 1 … {len(ex.hints)}"
-                    if lang == "en" else
-                    f"开始：python -m gemm_course grade {ex.id} --starter --print > {mine}；修改 {mine} 后运行 "
-                    f"python -m gemm_course grade {ex.id} {mine}；提示：exercises hint {ex.id} 1 … {len(ex.hints)}")
-            print(f"{head}\n\n{statement}\n\n{tail}")
+
+            def shown(one: str) -> list[str]:
+                if one == "en":
+                    return [f"Exercise {ex.id} (Level {ex.number}, {ex.kind}): {ex.title_en}", "", ex.statement_en, "",
+                            f"Start: python -m gemm_course grade {ex.id} --starter --print > {mine}; then edit {mine} "
+                            f"and run python -m gemm_course grade {ex.id} {mine}; hints: exercises hint {ex.id} 1 … "
+                            f"{len(ex.hints)}"]
+                return [f"练习 {ex.id}（第 {ex.number} 级）：{ex.title_zh}", "", ex.statement_zh, "",
+                        f"开始：python -m gemm_course grade {ex.id} --starter --print > {mine}；修改 {mine} 后运行 "
+                        f"python -m gemm_course grade {ex.id} {mine}；提示：exercises hint {ex.id} 1 … {len(ex.hints)}"]
+
+            print("\n".join(_each(lang, shown)))
             return
         if args.n is None or not str(args.n).isdigit() or not 1 <= int(args.n) <= len(ex.hints):
-            raise ValueError(f"{ex.id} has hints 1 to {len(ex.hints)}: `exercises hint {ex.id} 1` shows the first")
+            raise ValueError(_in(lang, f"{ex.id} has hints 1 to {len(ex.hints)}: `exercises hint {ex.id} 1` shows the first",
+                                 f"{ex.id} 的提示编号是 1 到 {len(ex.hints)}：`exercises hint {ex.id} 1` 显示第一条"))
         en, zh = ex.hints[int(args.n) - 1]
-        print((f"Hint {args.n} of {len(ex.hints)}: " if lang == "en" else f"提示 {args.n}/{len(ex.hints)}：")
-              + (en if lang == "en" else zh))
+        print(_in(lang, f"Hint {args.n} of {len(ex.hints)}: {en}", f"提示 {args.n}/{len(ex.hints)}：{zh}"))
         return
     if args.action not in (None, "list"):
         import difflib
@@ -535,25 +560,25 @@ def cmd_exercises(args: argparse.Namespace) -> None:
     if args.status:
         done, warning = progress.read()
         if warning:
-            print(warning, file=sys.stderr)
+            print(one_language(warning), file=sys.stderr)
         rows = progress.status_rows(args.level, done)
         if args.json:
             print(json.dumps(rows, indent=1, ensure_ascii=False))
             return
         for r in rows:
-            label = progress.LABELS[r["best"]][0 if lang == "en" else 1]
-            tries = (f"{r['attempts']} attempt{'s' if r['attempts'] != 1 else ''}" if lang == "en"
-                     else f"尝试 {r['attempts']} 次")
-            note = r["note_en" if lang == "en" else "note_zh"]
+            label = _in(lang, *progress.LABELS[r["best"]])
+            tries = _in(lang, f"{r['attempts']} attempt{'s' if r['attempts'] != 1 else ''}", f"尝试 {r['attempts']} 次")
+            note = _in(lang, r["note_en"], r["note_zh"])
             print(f"{r['id']:<28} {label:<40} {tries if r['attempts'] else ''}" + (f"  ({note})" if note else ""))
-        print("\n" + progress.summary_line(rows, lang) + f"  ({progress.progress_path()})")
+        print("\n" + _in(lang, progress.summary_line(rows, "en"), progress.summary_line(rows, "zh"))
+              + f"  ({progress.progress_path()})")
         return
     rows = [e.as_row() for e in exercises(args.level)]
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return
     for r in rows:
-        print(f"{r['id']:<28} {r['level']:<22} {r['kind']:<7} {r['title_en'] if lang == 'en' else r['title_zh']}")
+        print(f"{r['id']:<28} {r['level']:<22} {r['kind']:<7} {_in(lang, r['title_en'], r['title_zh'])}")
 
 
 def _read_answer(path_text: str) -> str:
@@ -572,6 +597,11 @@ def _read_answer(path_text: str) -> str:
                          "请以 UTF-8 编码保存") from None
 
 
+class UsageError(ValueError):
+    """A command line a command refuses before any work (an unknown id, a wrong seed, a missing file): main's
+    one error line, with exit status 2 as argparse gives."""
+
+
 def cmd_grade(args: argparse.Namespace) -> None:
     from .exercises import grade, progress
 
@@ -579,33 +609,24 @@ def cmd_grade(args: argparse.Namespace) -> None:
     try:
         exercise = _find_exercise(args.exercise, lang)
         seed = _seed(args.seed, lang)
+        if sum([bool(args.file), args.solution, args.starter]) != 1:
+            raise ValueError(_in(lang, "give exactly one of FILE, --solution, --starter",
+                                 "请在 FILE、--solution 和 --starter 中只给出一个"))
+        source = (_read_answer(args.file) if args.file else
+                  exercise.solution if args.solution else exercise.starter)
     except ValueError as err:
-        print(f"python -m gemm_course grade: {err}", file=sys.stderr)
-        sys.exit(2)
-    chosen = [bool(args.file), args.solution, args.starter]
-    if sum(chosen) != 1:
-        print("python -m gemm_course grade: give exactly one of FILE, --solution, --starter", file=sys.stderr)
-        sys.exit(2)
+        raise UsageError(*err.args) from None
     if args.print:
-        print(exercise.solution if args.solution else exercise.starter if args.starter else _read_answer(args.file),
-              end="")
+        print(source, end="")
         return
-    if args.file:
-        try:
-            source = _read_answer(args.file)
-        except ValueError as err:
-            print(f"python -m gemm_course grade: {err}", file=sys.stderr)
-            sys.exit(2)
-    else:
-        source = exercise.solution if args.solution else exercise.starter
     from pathlib import Path
 
     verdict = grade(exercise.id, source, file_name=Path(args.file).name if args.file else None, seed=seed)
-    print("\n".join(verdict.lines(lang)))
+    print(verdict.text(lang))
     if args.file:  # your own answer counts towards your progress; the shipped ones do not
         warning = progress.record(verdict)
         if warning:
-            print(warning, file=sys.stderr)
+            print(one_language(warning), file=sys.stderr)
     sys.exit(verdict.exit_code)
 
 
@@ -812,7 +833,6 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("n", nargs="?", help="with hint: which hint, 1, 2, ...")
     p.add_argument("--level", help="one level, e.g. 2 or 02_smem_tiling")
     p.add_argument("--status", action="store_true", help="your progress: solved, not solved, not verified")
-    p.add_argument("--zh", action="store_true", help="in Chinese")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_exercises)
 
@@ -825,7 +845,6 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--print", action="store_true", help="print the starter (or solution, or file) instead of grading it")
     p.add_argument("--seed", help=f"the seed of the random shape and inputs, 0 to {SEED_LIMIT - 1} (a verdict prints "
                                   "its seed; a pass with a seed you chose does not count in your progress)")
-    p.add_argument("--zh", action="store_true", help="the verdict in Chinese")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("hostcost", help="what a repeated gc.gemm call costs on the host beside its kernel, "
@@ -840,19 +859,79 @@ def main(argv: Optional[list[str]] = None) -> None:
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)
 
+    for each in (parser, *sub.choices.values()):  # before the command or after it: python -m gemm_course --zh levels
+        _language_flags(each)
     args = parser.parse_args(argv)
     import signal
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # from here Ctrl-C is KeyboardInterrupt (caught below)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    with command_line(getattr(args, "lang", None)):  # --en / --zh, else the one order, else English
+        fallback = _console_fallback()
+        with chosen(fallback) if fallback else command_line():
+            _run(args)
+
+
+def _language_flags(parser: argparse.ArgumentParser) -> None:
+    """--en / --zh: what the command prints, errors included, in one language. Without them: GEMM_COURSE_LANG
+    (en, zh or both), else a Chinese locale (LC_ALL, LC_MESSAGES or LANG starting with zh), else English."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--zh", dest="lang", action="store_const", const="zh", default=argparse.SUPPRESS,
+                       help="print in Chinese (default: GEMM_COURSE_LANG, else the locale, else English)")
+    group.add_argument("--en", dest="lang", action="store_const", const="en", default=argparse.SUPPRESS,
+                       help="print in English")
+
+
+CONSOLE_ADVICE = ("python -m gemm_course: this console cannot show Chinese (its encoding is {encoding}): set "
+                  "PYTHONIOENCODING=utf-8 or use --en; English follows")
+
+
+def _console_fallback() -> Optional[str]:
+    """"en" when the output would hold Chinese that stdout cannot encode (LANG=C, PYTHONIOENCODING=ascii): one
+    ASCII line of advice on stderr first; None otherwise. On such a console the symbols English lines use too
+    (×, ✓, –) come out as ? instead of a traceback."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+
+    def shows(text: str) -> bool:
+        try:
+            text.encode(encoding)
+        except (UnicodeError, LookupError):
+            return False
+        return True
+
+    if not shows("×✓✗–·—…³"):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.reconfigure(errors="replace")
+            except (AttributeError, ValueError, OSError):  # not a text stream Python opened
+                pass
+    if _lang() == "en" or shows("中文：（）"):
+        return None
+    print(CONSOLE_ADVICE.format(encoding=encoding), file=sys.stderr)
+    return "en"
+
+
+def _run(args: argparse.Namespace) -> None:
+    """The command, and the command line's one error path: a wrong input or a missing tool is one line in the
+    language in force (exit status 1; 2 for a UsageError), never a traceback."""
     try:
         _refuse_shipped_out(getattr(args, "out", None))
         args.func(args)
     except (ValueError, KeyError, RuntimeError) as err:  # a wrong input or a missing tool: one line, no traceback
+        localize_error(err)
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        raise SystemExit(f"python -m gemm_course {args.command}: {message}")
+        line = f"python -m gemm_course {args.command}: {message}"
+        if isinstance(err, UsageError):
+            print(line, file=sys.stderr)
+            raise SystemExit(2) from None
+        raise SystemExit(line)
+    except SystemExit as done:  # a command's own message ("English / 中文") in the language in force
+        if isinstance(done.code, str):
+            done.code = one_language(done.code)
+        raise
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
-        raise SystemExit(f"python -m gemm_course {args.command}: interrupted (Ctrl-C) / 已中断（Ctrl-C）") from None
+        raise SystemExit(f"python -m gemm_course {args.command}: "
+                         + one_language("interrupted (Ctrl-C) / 已中断（Ctrl-C）")) from None
     except BrokenPipeError:  # the reader went away (`summary | head`): stop quietly
         import os
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
+from gemm_course.bilingual.text import one_language_errors
+
 KERNEL_DIR = Path(__file__).parent / "kernels"
 
 
@@ -155,6 +157,7 @@ class Level:
 
         return self.resolve_for(device.real_arch() if device.gpu_available() else None, **params)
 
+    @one_language_errors  # a setting refused in the language in force
     def resolve(self, **params: Any) -> dict[str, Any]:
         """Fill in defaults and validate a parameter setting; raise ValueError naming the fix."""
         known = {p.name: p for p in self.params}
@@ -1152,8 +1155,12 @@ def get_level(level: str | int | Level) -> Level:
         if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number) or \
                 (isinstance(level, str) and level.isdigit() and int(level) == lv.number):
             return lv
-    beyond = ""
+    beyond = beyond_zh = ""
     if str(level).startswith(("12", "13")) or str(level) == "multi_gpu" or is_fp8_level(level):
         beyond = ("; Levels 12 and 13 are not kernels of this registry: use `python -m gemm_course multigpu` "
                   "(gemm_course.multigpu.schemes) and `python -m gemm_course fp8` (gemm_course.fp8.gemm)")
-    raise ValueError(f"unknown level {level!r}; known levels: {', '.join(lv.id for lv in _LEVELS)}{beyond}")
+        beyond_zh = ("；第 12 级和第 13 级不在这个注册表里：请用 `python -m gemm_course multigpu`"
+                     "（gemm_course.multigpu.schemes）和 `python -m gemm_course fp8`（gemm_course.fp8.gemm）")
+    known = ", ".join(lv.id for lv in _LEVELS)
+    raise ValueError(f"unknown level {level!r}; known levels: {known}{beyond} / "
+                     f"没有级别 {level!r}；已有的级别：{known}{beyond_zh}")

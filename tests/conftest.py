@@ -6,6 +6,13 @@ import tempfile
 
 os.environ.setdefault("GEMM_COURSE_PROGRESS", os.path.join(tempfile.mkdtemp(prefix="gemm_course_tests_"), "progress.json"))
 
+# The tests expect the package's own default language (both in Python, English on the command line): a Chinese
+# locale of the machine running them would pick Chinese everywhere (gemm_course.bilingual.language), in the
+# notebooks' kernels too. Tests of the language choice set GEMM_COURSE_LANG and the locale themselves.
+for _name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+    if os.environ.get(_name, "").lower().startswith("zh"):
+        os.environ[_name] = "C.UTF-8"
+
 # A shell starts a background job (`pytest &`, nohup, some CI runners) with SIGINT ignored, and Python then
 # keeps ignoring it: the Ctrl-C tests' own SIGINT would never arrive and a spinning kernel would run forever.
 # Python's own handler back (it raises KeyboardInterrupt), in every xdist worker too.

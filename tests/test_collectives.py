@@ -227,11 +227,17 @@ MULTIGPU_WRONG = [("--schemes", "rows"), ("--tp-shape", "8192x8192"), ("--chunks
 
 @pytest.mark.parametrize("args", MULTIGPU_WRONG, ids=[" ".join(a) for a in MULTIGPU_WRONG])
 def test_multigpu_cli_says_what_to_change_in_both_languages(args):
-    done = subprocess.run([sys.executable, "-m", "gemm_course", "multigpu", *args], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode != 0 and "Traceback" not in done.stderr + done.stdout, done.stderr[-800:]
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and " · " in lines[0], lines
+    """One line in the reader's language (English by default, --zh Chinese), both halves when both are asked for."""
+    import os
+    import re
+
+    for extra, env, expect in (((), {}, "en"), (("--zh",), {}, "zh"), ((), {"GEMM_COURSE_LANG": "both"}, "both")):
+        done = subprocess.run([sys.executable, "-m", "gemm_course", "multigpu", *args, *extra], capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "GEMM_COURSE_LANG": "", **env})
+        assert done.returncode != 0 and "Traceback" not in done.stderr + done.stdout, done.stderr[-800:]
+        lines = done.stderr.strip().splitlines()
+        chinese = re.search(r"[\u4e00-\u9fff]", lines[-1])
+        assert len(lines) == 1 and (" · " in lines[0]) == (expect == "both") and bool(chinese) == (expect != "en"), lines
 
 
 # --- on 2 GPUs ---------------------------------------------------------------------------------------

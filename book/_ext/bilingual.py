@@ -267,6 +267,8 @@ def _builder_inited(app: Sphinx) -> None:
     # The notebooks run during the build show a fresh reader's exercise progress, never the builder's own:
     # their kernels inherit this environment, so they read an empty progress file of this build's.
     os.environ["GEMM_COURSE_PROGRESS"] = str(Path(tempfile.mkdtemp(prefix="gemm_course_book_")) / "progress.json")
+    # Every output in both languages, whatever the builder's locale or GEMM_COURSE_LANG: the page's switch shows one.
+    os.environ["GEMM_COURSE_LANG"] = "both"
     if app.builder.format != "html":
         return
     import plotly

@@ -12,9 +12,12 @@ Every output of the course's display helpers is built from these pieces:
 * :func:`show`: display one of them (IPython's display; ``print`` outside IPython).
 * :class:`Shown` / :class:`ShownDict`: the value a helper returns after it has displayed its result:
   a plain list or dict that Jupyter does not print a second time.
+* :func:`one_language`, :func:`error_halves`, :func:`localize_error` and :func:`one_language_errors`: a
+  message or an error written "English / 中文" in the language in force (unchanged when both are shown).
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from typing import Any, Iterable, Optional, Sequence, Union
@@ -102,6 +105,63 @@ def from_message(message: str) -> Bilingual:
     if at <= 0:
         return Bilingual(message, message)
     return Bilingual(message[:at].rstrip(), message[at + len(sep):].lstrip())
+
+
+def one_language(message: str) -> str:
+    """A message written "English / 中文" (or " · ", or on two lines) in the language in force; as it is when
+    both languages are shown or when it has one language only."""
+    if current_language() not in ("en", "zh"):
+        return message
+    return from_message(message).text()
+
+
+def error_halves(err: BaseException) -> Bilingual:
+    """An error's message as its English and Chinese halves: the halves it was given (an error of the CPU
+    backend keeps them as .en and .zh; what follows them, a compiler's log, stays with each half), else its
+    message split by from_message."""
+    kept = err.__dict__.get("_halves") if hasattr(err, "__dict__") else None
+    if isinstance(kept, Bilingual):
+        return kept
+    message = err.args[0] if len(err.args) == 1 and isinstance(err.args[0], str) else str(err)
+    en, zh = getattr(err, "en", None), getattr(err, "zh", None)
+    if isinstance(en, str) and isinstance(zh, str) and en and zh and en != zh:
+        for sep in (" / ", SEP):
+            if message.startswith(f"{en}{sep}{zh}"):
+                tail = message[len(f"{en}{sep}{zh}"):]
+                return Bilingual(en + tail, zh + tail)
+    return from_message(message)
+
+
+def localize_error(err: BaseException) -> BaseException:
+    """The error's message in the language in force (its args rewritten in place, so that a traceback and
+    str(err) show one language); both halves stay readable through error_halves(err). Nothing changes
+    when both languages are shown or the message has one language only."""
+    lang = current_language()
+    if lang not in ("en", "zh") or not hasattr(err, "__dict__"):
+        return err
+    if not (len(err.args) == 1 and isinstance(err.args[0], str)) and "_halves" not in err.__dict__:
+        return err
+    halves = error_halves(err)
+    if halves.en == halves.zh:
+        return err
+    err.__dict__["_halves"] = halves
+    err.args = (halves.en if lang == "en" else halves.zh,)
+    return err
+
+
+ONE_LANGUAGE_ERRORS = (ValueError, KeyError, RuntimeError, TypeError)
+
+
+def one_language_errors(function: Any) -> Any:
+    """A public function whose errors (a wrong input, a missing tool) speak the language in force."""
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except ONE_LANGUAGE_ERRORS as err:
+            localize_error(err)
+            raise
+    return wrapper
 
 
 Cell = Union[str, int, float, Bilingual]

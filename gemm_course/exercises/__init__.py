@@ -148,9 +148,13 @@ def get_exercise(exercise_id: str) -> Exercise:
     for e in _all():
         if e.id == exercise_id:
             return e
-    raise ValueError(f"no exercise {exercise_id!r}; `python -m gemm_course exercises` lists them")
+    raise ValueError(f"no exercise {exercise_id!r}; `python -m gemm_course exercises` lists them / "
+                     f"没有练习 {exercise_id!r}；`python -m gemm_course exercises` 列出全部练习")
 
 
+from ..bilingual.text import one_language_errors  # noqa: E402
 from .grade import Verdict, grade  # noqa: E402  (the grader needs the registry above)
+
+grade = one_language_errors(grade)  # an unknown exercise or a wrong argument, in the language in force
 
 __all__ = ["CHAPTERS", "Exercise", "Verdict", "exercises", "get_exercise", "grade", "level_id"]

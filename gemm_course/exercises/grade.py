@@ -116,8 +116,30 @@ class Verdict:
             lines += [f"    {line[:160]}" for line in shown[:PRINTED_LINES]]
         return lines
 
-    def __str__(self) -> str:
+    def text(self, lang: Optional[str] = None) -> str:
+        """The verdict in one language ("en", "zh"), or English then Chinese ("both"); by default the language
+        in force (gc.language, the command line's --en / --zh, GEMM_COURSE_LANG, the locale)."""
+        from ..bilingual.language import current_language
+
+        lang = lang or current_language()
+        if lang in ("en", "zh"):
+            return "\n".join(self.lines(lang))
         return "\n".join(self.lines("en") + [""] + self.lines("zh"))
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the verdict in each language, of which the book's switch shows one."""
+        import html
+
+        from ..bilingual.text import note
+
+        en, zh = (html.escape("\n".join(self.lines(lang))) for lang in ("en", "zh"))
+        return note(f"<pre class='gemm-verdict'>{en}</pre>", f"<pre class='gemm-verdict'>{zh}</pre>").html()
 
 
 def _resolve(path: str) -> Callable:

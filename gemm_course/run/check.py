@@ -71,11 +71,25 @@ class CheckResult:
     def passed(self) -> bool:
         return self.unwritten == 0 and self.relative_error <= self.tolerance  # NaN compares False
 
+    def text(self):
+        """The result as one line in English and in Chinese (a Bilingual: str() shows the language in force)."""
+        from gemm_course.bilingual.text import Bilingual
+
+        shape = f"{self.level} {self.params} {self.M}×{self.N}×{self.K} {self.dtype}"
+        extra_en = f", {self.unwritten} elements never written" if self.unwritten else ""
+        extra_zh = f"，{self.unwritten} 个元素未写入" if self.unwritten else ""
+        return Bilingual(f"{'PASS' if self.passed else 'FAIL'} {shape}: relative error {self.relative_error:.2e} "
+                         f"(bound {self.tolerance:.2e}){extra_en}",
+                         f"{'通过' if self.passed else '失败'} {shape}：相对误差 {self.relative_error:.2e}"
+                         f"（上限 {self.tolerance:.2e}）{extra_zh}")
+
     def __str__(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
-        extra = f", {self.unwritten} elements never written" if self.unwritten else ""
-        return (f"{verdict} {self.level} {self.params} {self.M}×{self.N}×{self.K} {self.dtype}: "
-                f"relative error {self.relative_error:.2e} (bound {self.tolerance:.2e}){extra}")
+        """PASS/FAIL with the relative error, in the language in force (gc.language, GEMM_COURSE_LANG, the
+        locale; both languages when nothing chooses)."""
+        return str(self.text())
+
+    def _repr_html_(self) -> str:
+        return self.text()._repr_html_()
 
 
 INPUT_TYPES = ("float32", "float64", "float16", "bfloat16")
