@@ -301,31 +301,44 @@ def lines(archs: Sequence[str] = MATRIX_ARCHS, level_ids: Optional[Sequence[str]
     return out
 
 
-def main(argv: Optional[list[str]] = None) -> None:
-    """python -m gemm_course.support [--arch ARCH ...] [--level N ...] [--limits] [--json]"""
-    import argparse
-    import json
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m gemm_course.support",
-                                     description="what each architecture runs, level by level, and why (no GPU needed)")
+def add_arguments(parser: Any) -> None:
+    """The listing's options on an argparse parser: `python -m gemm_course.support` uses them, and so can a
+    `support` subcommand of `python -m gemm_course` (set_defaults(func=support.run))."""
     parser.add_argument("--arch", nargs="*", help="architectures, e.g. sm_86 sm_120 (default: the matrix's)")
     parser.add_argument("--level", nargs="*", help="levels, e.g. 8 11 13 (default: 1 to 13)")
     parser.add_argument("--limits", action="store_true", help="the per-architecture limits the models use")
     parser.add_argument("--json", action="store_true")
+
+
+def run(args: Any) -> None:
+    """Print the listing for parsed arguments (add_arguments); a wrong architecture or level is a ValueError
+    in the package's one-line "English / 中文" form."""
+    import json
+
+    archs = [_family(a if str(a).lower().startswith("sm_") else f"sm_{a}") for a in args.arch] if args.arch \
+        else list(MATRIX_ARCHS)
+    for a in archs:
+        arch_limits(a)
+    ids = [_level_id(n) for n in args.level] if args.level else None
+    if args.limits:
+        print(limits_table(archs).text())
+    elif args.json:
+        print(json.dumps([s.as_dict() for s in matrix(archs, ids)], indent=1, ensure_ascii=False))
+    else:
+        print("\n".join(lines(archs, ids)))
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """python -m gemm_course.support [--arch ARCH ...] [--level N ...] [--limits] [--json]"""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m gemm_course.support",
+                                     description="what each architecture runs, level by level, and why (no GPU needed)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        archs = [_family(a if str(a).lower().startswith("sm_") else f"sm_{a}") for a in args.arch] if args.arch \
-            else list(MATRIX_ARCHS)
-        for a in archs:
-            arch_limits(a)
-        ids = [_level_id(n) for n in args.level] if args.level else None
-        if args.limits:
-            print(limits_table(archs).text())
-        elif args.json:
-            print(json.dumps([s.as_dict() for s in matrix(archs, ids)], indent=1, ensure_ascii=False))
-        else:
-            print("\n".join(lines(archs, ids)))
+        run(args)
     except (ValueError, KeyError) as err:  # one line in the language in force, no traceback, as `python -m gemm_course`
         from gemm_course.bilingual.text import from_message
 

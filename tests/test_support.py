@@ -220,3 +220,19 @@ def test_the_how_to_run_page_shows_the_generated_matrix():
     page = (ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8")
     assert "support.table()" in page and "support.limits_table()" in page
     assert "GEMM_COURSE_ARCH" in page and "python -m gemm_course.support" in page
+
+
+def test_the_listing_plugs_into_a_subcommand(capsys):
+    """add_arguments and run: what a `support` subcommand of `python -m gemm_course` needs (its errors are
+    ValueErrors in the package's one-line form, for that command line's one error path)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gemm_course")
+    sub = parser.add_subparsers(dest="command", required=True)
+    support.add_arguments(sub.add_parser("support"))
+    with chosen("en"):
+        support.run(parser.parse_args(["support", "--arch", "sm_89", "--level", "13"]))
+    assert capsys.readouterr().out.startswith("13_fp8_blockscaled   sm_89   recorded run: ")
+    with pytest.raises(ValueError) as err:
+        support.run(parser.parse_args(["support", "--arch", "sm_99"]))
+    assert "\n" not in str(err.value) and " / " in str(err.value)
