@@ -23,6 +23,9 @@ if sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is signal.default_
 
     signal.signal(signal.SIGINT, _interrupted_while_loading)  # __main__.main restores Python's own handler
 
+from gemm_course.run import disk_cache as _disk_cache
+
+_disk_cache.prepare_cupy_cache()  # before anything imports CuPy, which makes its kernel cache (~/.cupy) as it loads
 from gemm_course.measure.bench import Timing, bench, time_gpu
 from gemm_course.bilingual.language import language  # gc.language("zh") / ("en"): outputs in one language (Jupyter, Colab)
 from gemm_course.run.check import CheckResult, check, random_operands, relative_error, tolerance

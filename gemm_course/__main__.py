@@ -31,9 +31,16 @@ DEFAULT_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 def _value(text: str) -> Any:
     """A parameter value as typed: an integer, True/False, or the text itself (e.g. a mode name)."""
-    if text.lstrip("-").isdigit():
+    if text.lstrip("-").isascii() and text.lstrip("-").isdigit():  # not "4³": str.isdigit takes superscripts
         return int(text)
     return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _plain(en: str, zh: str) -> str:
+    """A command-line message in the reader's language (both, "English · 中文", when none is chosen)."""
+    from gemm_course.bilingual.text import plain
+
+    return plain(en, zh)
 
 
 def parse_config(text: str) -> tuple[str, dict[str, Any]]:
@@ -50,15 +57,23 @@ def _split_config(text: str) -> tuple[str, dict[str, Any]]:
         key, eq, value = item.partition("=")
         if not eq:
             raise SystemExit(f"bad parameter {item!r} in {text!r}; write name=value")
+        if key.strip() in params:  # the second would silently replace the first
+            raise ValueError(_plain(f"{key.strip()} is given twice in {text!r}: keep one {key.strip()}=value",
+                                    f"{text!r} 中 {key.strip()} 出现了两次：只保留一个 {key.strip()}=值"))
         params[key.strip()] = _value(value.strip())
     return level.strip(), params
 
 
 def parse_size(text: str) -> int | tuple[int, int, int]:
     """'4096' → 4096 (a cube), '4096x4096x1024' → (M, N, K)."""
-    parts = text.lower().split("x")
-    if len(parts) not in (1, 3) or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(f"bad size {text!r}: write n (for n×n×n) or MxNxK with positive integers, e.g. 4096x4096x1024")
+    parts = text.lower().replace("×", "x").split("x")  # 4096×4096×1024, as summary prints it, too
+    if len(parts) not in (1, 3) or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
+        cube = text.rstrip("³ ")
+        cubed = text.endswith("³") and cube.isascii() and cube.isdigit()
+        raise ValueError(_plain(f"bad size {text!r}{f' (for {cube}³ write {cube})' if cubed else ''}: write n (for n×n×n) "
+                                "or MxNxK with positive integers, e.g. 4096x4096x1024",
+                                f"尺寸 {text!r} 有误{f'（{cube}³ 写作 {cube}）' if cubed else ''}：请写 n（表示 n×n×n）或 "
+                                "MxNxK，均为正整数，例如 4096x4096x1024"))
     numbers = [int(p) for p in parts]
     return numbers[0] if len(numbers) == 1 else tuple(numbers)  # type: ignore[return-value]
 
@@ -161,6 +176,11 @@ def cmd_check(args: argparse.Namespace) -> None:
     from . import device
     from gemm_course.run.check import MULTIPLE_OF_8_SHAPES, ODD_SHAPES, check
 
+    if args.max_settings is not None and not args.all_settings:
+        raise ValueError(_plain("--max-settings goes with --all-settings (without it, check runs the showcase and the "
+                                "experiments only): python -m gemm_course check --all-settings --max-settings 4",
+                                "--max-settings 须与 --all-settings 一起用（不带它时 check 只检查代表性配置和对照实验配置）："
+                                "python -m gemm_course check --all-settings --max-settings 4"))
     if args.max_settings is not None and args.max_settings < 0:
         raise ValueError(f"--max-settings {args.max_settings}: write 0 (every setting) or a positive number · "
                          f"--max-settings {args.max_settings} 有误：请写 0（全部设置）或正整数")
@@ -239,6 +259,14 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         raise ValueError("--tma-scales goes with --record (and --peer deepgemm, --sizes): python -m gemm_course fp8 "
                          "--record --tma-scales --peer deepgemm --out FILE · --tma-scales 只与 --record（以及 --peer "
                          "deepgemm、--sizes）一起用")
+    if (args.sizes or args.small_m) and not (args.record or (args.small_m and args.counters)):
+        flag = "--sizes" if args.sizes else "--small-m"
+        raise ValueError(_plain(f"{flag} goes with --record{'' if args.sizes else ' or --counters'} (without it, fp8 "
+                                f"prints the recorded results): python -m gemm_course fp8 --record {flag}"
+                                f"{' 4096' if args.sizes else ''} --out FILE",
+                                f"{flag} 须与 --record{'' if args.sizes else ' 或 --counters'} 一起用（不带它时 fp8 只打印"
+                                f"实测记录）：python -m gemm_course fp8 --record {flag}{' 4096' if args.sizes else ''} "
+                                "--out FILE"))
     if args.sweep_only and not args.record:
         raise ValueError("--sweep-only goes with --record: python -m gemm_course fp8 --record --sweep-only --out FILE · "
                          "--sweep-only 须与 --record 一起用")
@@ -460,20 +488,12 @@ def _each(lang: str, lines: Any) -> list[str]:
 
 def _find_exercise(exercise_id: str, lang: str) -> Any:
     """The exercise of that id, or ValueError with one line in the reader's language naming the closest ids."""
-    import difflib
-
-    from .exercises import exercises, get_exercise
+    from .exercises import get_exercise, unknown_exercise
 
     try:
         return get_exercise(exercise_id)
     except ValueError:
-        ids = [e.id for e in exercises()]
-        close = difflib.get_close_matches(exercise_id, ids, n=3, cutoff=0.5) or \
-            [i for i in ids if exercise_id and exercise_id in i][:3]
-        guess_en = f": did you mean {' or '.join(close)}?" if close else ""
-        guess_zh = f"：是不是 {' 或 '.join(close)}？" if close else ""
-        raise ValueError(_in(lang, f"no exercise {exercise_id!r}{guess_en} (`python -m gemm_course exercises` lists them)",
-                             f"没有练习 {exercise_id!r}{guess_zh}（`python -m gemm_course exercises` 列出全部练习）")) from None
+        raise ValueError(unknown_exercise(exercise_id, lang)) from None
 
 
 SEED_LIMIT = 2**32  # what NumPy's default_rng takes, and more seeds than anyone will try
@@ -544,7 +564,7 @@ def cmd_exercises(args: argparse.Namespace) -> None:
 
             print("\n".join(_each(lang, shown)))
             return
-        if args.n is None or not str(args.n).isdigit() or not 1 <= int(args.n) <= len(ex.hints):
+        if args.n is None or not (str(args.n).isascii() and str(args.n).isdigit()) or not 1 <= int(args.n) <= len(ex.hints):
             raise ValueError(_in(lang, f"{ex.id} has hints 1 to {len(ex.hints)}: `exercises hint {ex.id} 1` shows the first",
                                  f"{ex.id} 的提示编号是 1 到 {len(ex.hints)}：`exercises hint {ex.id} 1` 显示第一条"))
         en, zh = ex.hints[int(args.n) - 1]
@@ -633,7 +653,7 @@ def cmd_grade(args: argparse.Namespace) -> None:
 def _int_list(text: str, what_en: str, what_zh: str, example: str) -> list[int]:
     """'1,2' → [1, 2]; anything else a bilingual one-line error."""
     items = [t.strip() for t in text.split(",")]
-    if not all(t.isdigit() and int(t) > 0 for t in items):
+    if not all(t.isascii() and t.isdigit() and int(t) > 0 for t in items):
         raise ValueError(f"bad {what_en} {text!r}: write positive integers separated by commas, e.g. {example} · "
                          f"{what_zh} {text!r} 有误：请写用逗号分隔的正整数，例如 {example}")
     return [int(t) for t in items]
@@ -642,7 +662,7 @@ def _int_list(text: str, what_en: str, what_zh: str, example: str) -> list[int]:
 def parse_layer_shape(text: str) -> tuple[int, int, int]:
     """'8192x8192x32768' → (M tokens, hidden H, feed-forward F)."""
     parts = text.lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
         raise ValueError(f"bad layer shape {text!r}: write MxHxF (tokens × hidden × feed-forward), e.g. 8192x8192x32768 · "
                          f"层形状 {text!r} 有误：请写 MxHxF（词元数 × 隐藏维度 × 前馈维度），例如 8192x8192x32768")
     return int(parts[0]), int(parts[1]), int(parts[2])
@@ -705,6 +725,22 @@ def _refuse_shipped_out(out: Optional[str]) -> None:
         raise ValueError(f"--out {out} is inside the course's recorded results ({RESULTS_DIR}): your run would replace "
                          "the shipped measurements; write your own file, e.g. --out mine.json · "
                          f"--out {out} 位于课程附带的实测结果目录中，会覆盖随包附带的测量数据：请写到你自己的文件，例如 --out mine.json")
+
+
+def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An option that takes a value given twice (`--sizes 1024 --sizes 4096`): argparse keeps the last and drops
+    the first without a word. Refused in one line; --config, which collects, may repeat."""
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._AppendAction):
+            continue
+        given = [a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in action.option_strings]
+        if len(given) > 1:
+            name = action.option_strings[-1]
+            raise ValueError(_plain(f"{name} is given {len(given)} times: give it once (the last would silently "
+                                    "replace the others)" + (", with every value after it" if action.nargs == "*"
+                                                             else ""),
+                                    f"{name} 出现了 {len(given)} 次：只写一次（否则只有最后一次生效，前面的会被悄悄丢掉）"
+                                    + ("，把所有的值都写在它后面" if action.nargs == "*" else "")))
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -869,7 +905,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     with command_line(getattr(args, "lang", None)):  # --en / --zh, else the one order, else English
         fallback = _console_fallback()
         with chosen(fallback) if fallback else command_line():
-            _run(args)
+            _run(args, lambda: _refuse_repeated(sub.choices[args.command],
+                                                sys.argv[1:] if argv is None else list(argv)))
 
 
 def _language_flags(parser: argparse.ArgumentParser) -> None:
@@ -911,10 +948,11 @@ def _console_fallback() -> Optional[str]:
     return "en"
 
 
-def _run(args: argparse.Namespace) -> None:
+def _run(args: argparse.Namespace, refuse_repeated: Any = lambda: None) -> None:
     """The command, and the command line's one error path: a wrong input or a missing tool is one line in the
     language in force (exit status 1; 2 for a UsageError), never a traceback."""
     try:
+        refuse_repeated()
         _refuse_shipped_out(getattr(args, "out", None))
         args.func(args)
     except (ValueError, KeyError, RuntimeError) as err:  # a wrong input or a missing tool: one line, no traceback

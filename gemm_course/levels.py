@@ -1140,7 +1140,7 @@ def is_fp8_level(level: Any) -> bool:
     if isinstance(level, bool) or not isinstance(level, (int, str)):
         return False
     text = str(level).strip()
-    return text in _FP8_LEVEL_NAMES or (text.isdigit() and int(text) == 13)
+    return text in _FP8_LEVEL_NAMES or (text.isascii() and text.isdigit() and int(text) == 13)
 
 
 def get_level(level: str | int | Level) -> Level:
@@ -1153,7 +1153,7 @@ def get_level(level: str | int | Level) -> Level:
         pass
     for lv in _LEVELS:  # other spellings ("01" for 1), then the message for an unknown name
         if level in (lv.id, lv.number, lv.id.split("_", 1)[1]) or str(level) == str(lv.number) or \
-                (isinstance(level, str) and level.isdigit() and int(level) == lv.number):
+                (isinstance(level, str) and level.isascii() and level.isdigit() and int(level) == lv.number):
             return lv
     beyond = beyond_zh = ""
     if str(level).startswith(("12", "13")) or str(level) == "multi_gpu" or is_fp8_level(level):

@@ -30,6 +30,35 @@ WRONG = [
     ("check", "--all-settings", "--max-settings", "-1"),
 ]
 
+# Input that used to be ignored, or to reach int(): each now gets one line saying what to change.
+IGNORED = [
+    (("bench", "--config", "01_naive:mapping=rows,mapping=cols"), "twice"),         # a parameter given twice
+    (("bench", "--config", "01_naive", "--sizes", "1024", "--sizes", "4096"), "--sizes"),  # an option given twice
+    (("check", "--levels", "01_naive", "--levels", "02_smem_tiling"), "--levels"),
+    (("fp8", "--sizes", "4096"), "--record"),                                        # --sizes without --record
+    (("fp8", "--small-m"), "--record"),
+    (("check", "--max-settings", "2"), "--all-settings"),                            # without --all-settings
+    (("bench", "--config", "01_naive", "--sizes", "4096³"), "4096x4096x1024"),       # a superscript digit
+    (("report", "01_naive:block_x=1⁶"), "block_x"),
+    (("multigpu", "--gpus", "1,²"), "GPU"),
+    (("summary", "--level", "5²"), "known levels"),
+    (("exercises", "hint", "02_missing_barrier", "²"), "hint"),
+    (("grade", "02_missing_barier", "--starter"), "02_missing_barrier"),             # a mistyped exercise id
+    (("exercises", "show", "02_missing_barier"), "02_missing_barrier"),
+    (("exercises", "reveal", "missing_barrier"), "02_missing_barrier"),
+]
+
+
+@pytest.mark.parametrize("args, says", IGNORED, ids=[" ".join(a) for a, _ in IGNORED])
+def test_ignored_or_garbled_input_gets_one_line(args, says):
+    _one_line(_cli(*args), says)
+
+
+def test_the_messages_follow_the_readers_language():
+    english = _one_line(_cli("check", "--max-settings", "2", env={"GEMM_COURSE_LANG": "en"}), "--all-settings")
+    chinese = _one_line(_cli("check", "--max-settings", "2", env={"GEMM_COURSE_LANG": "zh"}), "--all-settings")
+    assert "须与" in chinese and "goes with" not in chinese and "须与" not in english
+
 
 ROOT = Path(__file__).resolve().parents[1]
 

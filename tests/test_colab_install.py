@@ -43,6 +43,98 @@ def test_the_install_block_uses_the_configured_url_and_an_extra_that_exists():
     compile(block, "install block", "exec")
 
 
+# What `nvidia-smi; nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader` prints on the runtimes learners
+# meet: the header's CUDA version (the driver's), then one line per GPU.
+SMI = """+-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI {driver}              Driver Version: {driver}      CUDA Version: {cuda}     |
+|-----------------------------------------+------------------------+----------------------+
+|   0  {name:<36} Off |   00000000:00:04.0 Off |                    0 |
++-----------------------------------------+------------------------+----------------------+
+{name}, {cc}
+"""
+RUNTIMES = [  # (GPU, compute capability, driver, its CUDA) -> the extra, and whether Blackwell's CUDA 12.8 is pinned
+    ("Tesla T4", "7.5", "550.54.15", "12.4", "cuda12", False),
+    ("Tesla T4", "7.5", "580.82.07", "13.0", "cuda13", False),
+    ("NVIDIA L4", "8.9", "535.104.05", "12.2", "cuda12", False),
+    ("NVIDIA A100-SXM4-40GB", "8.0", "580.82.07", "13.0", "cuda13", False),
+    ("NVIDIA A100-SXM4-40GB", "8.0", "550.54.15", "12.4", "cuda12", False),
+    ("Tesla P100-PCIE-16GB", "6.0", "580.82.07", "13.0", "cuda12", False),  # CUDA 13 has no sm_60
+    ("NVIDIA B200", "10.0", "570.124.06", "12.8", "cuda12", True),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", "575.57.08", "12.9", "cuda12", True),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", "580.82.07", "13.0", "cuda13", False),
+    (None, None, None, None, "cuda12", False),  # no GPU: nvidia-smi is not there
+]
+
+
+def _run_block(monkeypatch, smi: str, **env: str) -> tuple[list, list, str]:
+    """Run the install block as if the course were missing, with nvidia-smi printing `smi` and pip faked:
+    (pip install command, pip uninstall command, what the block printed)."""
+    import contextlib
+    import importlib.util
+    import io
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gemm_course"
+                        else real_find_spec(name, *a))
+    for name in ("GEMM_COURSE_LANG", "GEMM_COURSE_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    calls = {}
+
+    def fake_run(cmd, *args, **kw):
+        if isinstance(cmd, str):  # the shell line that asks nvidia-smi
+            return subprocess.CompletedProcess(cmd, 0 if smi else 127, smi, "" if smi else "nvidia-smi: not found")
+        calls[cmd[3]] = cmd  # python -m pip install|uninstall ...
+        failed = cmd[3] == "install" and env.get("PIP_FAILS")
+        return subprocess.CompletedProcess(cmd, 1 if failed else 0, "", "ERROR: No matching distribution" if failed else "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(repository.install_block(), {})
+    return calls.get("install"), calls.get("uninstall"), out.getvalue()
+
+
+@pytest.mark.parametrize("gpu, cc, driver, cuda, extra, pinned", RUNTIMES,
+                         ids=[f"{r[0]} CUDA {r[3]}" for r in RUNTIMES])
+def test_the_block_picks_the_extra_for_the_driver_and_the_gpu(monkeypatch, gpu, cc, driver, cuda, extra, pinned):
+    smi = SMI.format(driver=driver, cuda=cuda, name=gpu, cc=cc) if gpu else ""
+    install, uninstall, printed = _run_block(monkeypatch, smi)
+    assert f"gemm-course[{extra}] @ git+{repository.configured_url()}" in install
+    assert any(a.startswith("nvidia-cuda-nvrtc-cu12>=12.8") for a in install) == pinned
+    assert uninstall[-1] == ("cupy-cuda13x" if extra == "cuda12" else "cupy-cuda12x")  # never two CuPy packages
+    assert len(printed.strip().splitlines()) == 1 and f"CUDA {extra[4:]}" in printed
+    assert (gpu or "no GPU") in printed
+
+
+def test_the_block_speaks_one_language_when_one_is_chosen(monkeypatch):
+    smi = SMI.format(driver="550.54.15", cuda="12.4", name="Tesla T4", cc="7.5")
+    english = _run_block(monkeypatch, smi, GEMM_COURSE_LANG="en")[2]
+    chinese = _run_block(monkeypatch, smi, GEMM_COURSE_LANG="zh")[2]
+    both = _run_block(monkeypatch, smi)[2]
+    assert "installing" in english and "安装" not in english
+    assert "安装" in chinese and "installing" not in chinese
+    assert "installing" in both and "安装" in both
+
+
+def test_the_source_may_be_a_clone_s_folder(monkeypatch, tmp_path):
+    install = _run_block(monkeypatch, "", GEMM_COURSE_SOURCE=str(tmp_path))[0]
+    assert install[-1] == f"{tmp_path}[cuda12]"
+    monkeypatch.chdir(tmp_path.parent)
+    install = _run_block(monkeypatch, "", GEMM_COURSE_SOURCE=tmp_path.name)[0]  # relative to the notebook
+    assert install[-1] == f"{tmp_path}[cuda12]"
+    install = _run_block(monkeypatch, "", GEMM_COURSE_SOURCE="git+file://localhost/srv/clone")[0]
+    assert install[-1] == "gemm-course[cuda12] @ git+file://localhost/srv/clone"
+
+
+def test_a_failed_pip_is_one_line_not_a_traceback(monkeypatch):
+    with pytest.raises(SystemExit) as stop:
+        _run_block(monkeypatch, "", PIP_FAILS="1", GEMM_COURSE_LANG="en")
+    message = str(stop.value)
+    assert "\n" not in message and "No matching distribution" in message and "run this cell again" in message
+
+
 def _clean_env(**extra: str) -> dict:
     """This machine's environment without the test run's own virtual environment or Python paths."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")

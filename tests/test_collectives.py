@@ -312,8 +312,8 @@ def test_notebook_chart_reads_old_and_new_rows(capture_shown, tmp_path, monkeypa
     new["collectives"] = [{"gpus": 2, "points": [], "fits": LINKS.as_dict()}]
     path = tmp_path / "h200x2_12_multigpu_new.json"
     path.write_text(json.dumps(new), encoding="utf-8")
+    capture_shown(lambda fig: None)  # first: it imports every display module, some of which read the recorded files
     monkeypatch.setattr(results, "recorded_files", lambda: [path])
-    capture_shown(lambda fig: None)
     monkeypatch.setattr("gemm_course.multigpu.schemes.gpu_count", lambda: 0)
     rows = notebook.multigpu()
     assert {r["scheme"] for r in rows} == {"row split", "SUMMA"}

@@ -7,10 +7,16 @@ sets the URL once in _config.yml, then rewrites the copies:
     python -m gemm_course.display.repository            # list the places that differ from _config.yml
     python -m gemm_course.display.repository --write    # rewrite them (and every notebook's install block)
 
-The install block installs the package with the GPU requirements for the driver's CUDA (the `cuda12` or
-`cuda13` extra of pyproject.toml: CuPy, NVRTC, the CUDA headers, nvdisasm). The environment variable
-GEMM_COURSE_SOURCE, where set, replaces the repository in pip's `name @ URL` form (e.g.
-git+file:///path/to/a/clone): tests/test_colab_install.py installs from a local clone that way.
+The install block installs the package with the GPU requirements for the driver's CUDA and the GPU (the
+`cuda12` or `cuda13` extra of pyproject.toml: CuPy, NVRTC, the CUDA headers, nvdisasm): `cuda13` where the
+driver runs CUDA 13 and every GPU is sm_75 or newer (CUDA 13 dropped older ones), `cuda12` otherwise, with
+CUDA 12.8 or newer for a Blackwell GPU (sm_100, sm_120: older NVRTCs cannot compile for it); it removes the
+other CuPy package first (Colab ships cupy-cuda12x; two CuPy packages in one Python break each other). It
+prints one line in the language of GEMM_COURSE_LANG (en, zh; both otherwise) and, if pip fails, stops with
+one line instead of a traceback. The environment variable GEMM_COURSE_SOURCE, where set, replaces the
+repository: a URL in pip's `name @ URL` form (e.g. git+file://localhost/path/to/a/clone), or a clone's
+folder; tests/test_colab_install.py installs from a local clone that way, and runs the block against
+simulated nvidia-smi outputs.
 """
 from __future__ import annotations
 
@@ -43,11 +49,28 @@ INSTALL_HEADING = "# Colab or a fresh runtime: install the course package if it 
 INSTALL_TEMPLATE = INSTALL_HEADING + """
 # Colab 或全新环境：若尚未安装课程包则先安装（已安装时什么也不做）
 import importlib.util, os, re, subprocess, sys
-if importlib.util.find_spec("gemm_course") is None:  # with CuPy, NVRTC and CUDA headers for this driver's CUDA
-    smi = subprocess.run("nvidia-smi", shell=True, capture_output=True, text=True).stdout
-    cuda = "cuda13" if re.search(r"CUDA Version: (1[3-9]|[2-9][0-9])", smi) else "cuda12"
-    source = os.environ.get("GEMM_COURSE_SOURCE", "git+{url}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"gemm-course[{{cuda}}] @ {{source}}"], check=True)
+if importlib.util.find_spec("gemm_course") is None:  # CuPy, NVRTC and CUDA headers for this driver and GPU
+    say = lambda en, zh: {{"en": en, "zh": zh}}.get(os.environ.get("GEMM_COURSE_LANG", "").lower(), f"{{en}} · {{zh}}")
+    smi = subprocess.run("nvidia-smi; nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader", shell=True,
+                         capture_output=True, text=True).stdout
+    gpus = {{name: int(a) * 10 + int(b) for name, a, b in re.findall(r"^(.+), (\\d+)\\.(\\d)$", smi, re.M)}}  # name: sm
+    driver = int((re.search(r"CUDA Version: (\\d+)", smi) or [0, 0])[1])
+    cuda = "cuda13" if driver >= 13 and min(gpus.values(), default=75) >= 75 else "cuda12"  # 13: sm_75 and newer
+    pins = (["cupy-cuda12x>=13.4", "nvidia-cuda-nvrtc-cu12>=12.8", "nvidia-cuda-nvcc-cu12>=12.8"]  # Blackwell
+            if cuda == "cuda12" and max(gpus.values(), default=0) >= 100 else [])
+    source = os.environ.get("GEMM_COURSE_SOURCE", "git+{url}")  # a URL or a clone's folder
+    spec = f"gemm-course[{{cuda}}] @ {{source}}" if "://" in source else f"{{os.path.abspath(source)}}[{{cuda}}]"
+    start = say(f"installing the course for CUDA {{cuda[4:]}} ({{', '.join(gpus) or 'no GPU'}})",
+                f"正在为 CUDA {{cuda[4:]}} 安装课程（{{'、'.join(gpus) or '没有 GPU'}}）")
+    print(start)  # in one language where GEMM_COURSE_LANG chooses one
+    other = "cupy-cuda13x" if cuda == "cuda12" else "cupy-cuda12x"  # two CuPy packages break each other
+    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", other], capture_output=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec, *pins], capture_output=True, text=True)
+    if pip.returncode:
+        why = (pip.stderr.strip().splitlines() or ["?"])[-1]
+        raise SystemExit(say(f"pip could not install {{spec}} ({{why}}): check GEMM_COURSE_SOURCE and the network, "
+                             "then run this cell again", f"pip 无法安装 {{spec}}（{{why}}）：请检查 "
+                             "GEMM_COURSE_SOURCE 和网络，然后重新运行本单元格"))
     importlib.invalidate_caches()
 """
 

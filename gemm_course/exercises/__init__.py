@@ -148,8 +148,28 @@ def get_exercise(exercise_id: str) -> Exercise:
     for e in _all():
         if e.id == exercise_id:
             return e
-    raise ValueError(f"no exercise {exercise_id!r}; `python -m gemm_course exercises` lists them / "
-                     f"没有练习 {exercise_id!r}；`python -m gemm_course exercises` 列出全部练习")
+    raise ValueError(unknown_exercise(exercise_id))
+
+
+def close_ids(exercise_id: Any) -> list[str]:
+    """Up to three exercise ids close to a mistyped one (02_missing_barier, missing_barrier, 2_missing...)."""
+    import difflib
+
+    text, ids = str(exercise_id), [e.id for e in _all()]
+    return difflib.get_close_matches(text, ids, n=3, cutoff=0.5) or [i for i in ids if text and text in i][:3]
+
+
+def unknown_exercise(exercise_id: Any, lang: Optional[str] = None) -> str:
+    """One line, in the reader's language (lang, else the one in force), for an id that names no exercise:
+    the closest ids, and where they are all listed."""
+    from gemm_course.bilingual.text import plain
+
+    close = close_ids(exercise_id)
+    en = (f"no exercise {exercise_id!r}" + (f": did you mean {' or '.join(close)}?" if close else "")
+          + " (`python -m gemm_course exercises` lists them)")
+    zh = (f"没有练习 {exercise_id!r}" + (f"：是不是 {' 或 '.join(close)}？" if close else "")
+          + "（`python -m gemm_course exercises` 列出全部练习）")
+    return {"en": en, "zh": zh}.get(lang or "", None) or plain(en, zh)
 
 
 from ..bilingual.text import one_language_errors  # noqa: E402

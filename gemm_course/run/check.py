@@ -104,6 +104,16 @@ def require_sizes(**sizes: Any) -> None:
                              f"{name} 必须是正整数，而不是 {value!r}（例如 {name}=64）")
 
 
+def require_seed(seed: Any) -> None:
+    """Refuse, in one line, a seed NumPy's default_rng would reject deep inside (seed="abc", -1, 2.5)."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        from gemm_course.bilingual.text import plain
+
+        raise ValueError(plain(f"seed must be a whole number 0 or more (e.g. seed=1), or None for fresh inputs; "
+                               f"not {seed!r}",
+                               f"seed 必须是不小于 0 的整数（例如 seed=1），或者 None（每次取新的输入）；而不是 {seed!r}"))
+
+
 def require_input_type(dtype: Any) -> None:
     if dtype not in INPUT_TYPES:
         raise ValueError(f"unknown input type {dtype!r}: use one of {', '.join(INPUT_TYPES)} / "
@@ -120,6 +130,7 @@ def random_operands(M: int, N: int, K: int, dtype: str = "float32", seed: Option
     """
     require_sizes(M=M, N=N, K=K)
     require_input_type(dtype)
+    require_seed(seed)
     if batch:
         require_sizes(batch=batch)
     if xp is None:  # CuPy arrays on a GPU, NumPy arrays (for the CPU backend) without one
@@ -147,6 +158,7 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
     lv = get_level(level)
     resolved = lv.resolve(**params) if backend == "cpu" else lv.resolve_here(**params)  # on a GPU: its defaults
     require_sizes(M=M, N=N, K=K)
+    require_seed(seed)
     dtype = dtype or lv.dtypes[0]
     require_input_type(dtype)
     if dtype not in lv.dtypes:

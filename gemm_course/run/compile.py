@@ -247,10 +247,11 @@ def parse_ptxas_log(log: str) -> dict[str, int]:
 def nvrtc_cache_dir():
     """Where NVRTC's results are kept between processes: $XDG_CACHE_HOME/gemm_course/nvrtc, else
     ~/.cache/gemm_course/nvrtc. The book's pages and the tests compile many of the same kernels in
-    separate processes; each compiles a given one once."""
-    from pathlib import Path
+    separate processes; each compiles a given one once. A temporary folder, with a one-line notice, where
+    that cannot be written; pruned beyond $GEMM_COURSE_CACHE_MB (see run.disk_cache)."""
+    from gemm_course.run import disk_cache
 
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gemm_course" / "nvrtc"
+    return disk_cache.writable_folder(disk_cache.cache_home() / "gemm_course" / "nvrtc", "XDG_CACHE_HOME", "nvrtc")
 
 
 @functools.lru_cache(maxsize=1)
@@ -280,10 +281,18 @@ def nvrtc_compile(source: str, name: str, arch: str, options: tuple[str, ...] = 
         return _nvrtc_compile(source, name, arch, options)  # says what is missing
     key = hashlib.sha256("\0".join([source, name, arch, *options, repr(version), _kernel_headers_digest()])
                          .encode()).hexdigest()
-    cache = nvrtc_cache_dir()
+    from gemm_course.run import disk_cache
+
+    try:
+        cache = nvrtc_cache_dir()
+    except RuntimeError:  # no writable folder at all: compile every time
+        return _nvrtc_compile(source, name, arch, options)
     try:
         meta = json.loads((cache / f"{key}.json").read_text(encoding="utf-8"))
-        return (cache / f"{key}.cubin").read_bytes(), meta["mangled"], meta["log"]
+        cubin = (cache / f"{key}.cubin").read_bytes()
+        disk_cache.touch(cache / f"{key}.cubin")  # used now: pruning keeps both
+        disk_cache.touch(cache / f"{key}.json")
+        return cubin, meta["mangled"], meta["log"]
     except (OSError, ValueError, KeyError):
         pass
     cubin, mangled, log = _nvrtc_compile(source, name, arch, options)
@@ -295,6 +304,7 @@ def nvrtc_compile(source: str, name: str, arch: str, options: tuple[str, ...] = 
             tmp.replace(cache / f"{key}{suffix}")  # atomic: another process never reads half a file
     except OSError:
         pass
+    disk_cache.prune(cache)
     return cubin, mangled, log
 
 

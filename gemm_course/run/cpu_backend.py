@@ -40,6 +40,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from gemm_course.levels import KERNEL_DIR, Launch, Level
+from gemm_course.run import disk_cache
 
 COMPILERS: tuple[str, ...] = ("g++", "c++", "clang++")
 """Tried in order when the environment variable CXX is not set."""
@@ -291,12 +292,14 @@ def _compiler_identity(cmd: tuple[str, ...]) -> str:
 
 
 def cache_dir() -> Path:
-    """Where compiled kernels live: $GEMM_COURSE_CPU_CACHE, else ~/.cache/gemm_course/cpu."""
+    """Where compiled kernels live: $GEMM_COURSE_CPU_CACHE, else $XDG_CACHE_HOME/gemm_course/cpu (~/.cache/...);
+    a temporary folder, with a one-line notice, where that cannot be written (see run.disk_cache)."""
+    from gemm_course.run import disk_cache
+
     env = os.environ.get(CACHE_ENV)
     if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "gemm_course" / "cpu"
+        return disk_cache.writable_folder(Path(env), CACHE_ENV, "cpu")
+    return disk_cache.writable_folder(disk_cache.cache_home() / "gemm_course" / "cpu", "XDG_CACHE_HOME", "cpu")
 
 
 def _run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -410,6 +413,9 @@ def compile_kernel(source: str, kernel: str, source_name: str = "kernel.cu", rac
         path = cache / f"{key}.so"
         if not path.exists():
             _build(cmd, flags, tu, kernel, path)
+            disk_cache.prune(cache)  # every graded edit adds a library: least recently used go beyond the cap
+        else:
+            disk_cache.touch(path)  # used now: pruning keeps it
         if loader is not None:
             return loader(path, kernel, source_name, race_check)
         compiled = CpuKernel(path, kernel, source_name, race_check)
@@ -432,6 +438,7 @@ def _precompiled_header(cmd: tuple[str, ...], flags: tuple[str, ...], cache: Pat
     header = (KERNEL_DIR / COMPAT_HEADER).read_text(encoding="utf-8")
     key = hashlib.sha256("\0".join([_compiler_identity(cmd), " ".join(flags), header]).encode()).hexdigest()[:32]
     folder = cache / "pch" / key
+    disk_cache.touch(folder)  # pruning keeps the newest precompiled headers
     if not (folder / f"{COMPAT_HEADER}.gch").exists():
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=folder) as tmp:

@@ -100,6 +100,22 @@ class Epilogue:
     beta: float = 1.0  # read only when the setting has accumulate=True
 
 
+def _scalar(name: str, value: Any) -> float:
+    """alpha or beta as a float: a real number (int, float, a NumPy scalar), else one line naming it."""
+    import math
+
+    from gemm_course.bilingual.text import plain
+
+    try:
+        number = None if isinstance(value, (bool, np.bool_, str, bytes)) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise ValueError(plain(f"{name} must be a finite real number, e.g. {name}=0.5, not {value!r}",
+                               f"{name} 必须是有限的实数，例如 {name}=0.5，而不是 {value!r}"))
+    return number
+
+
 def _split_epilogue(lv: Level, params: dict[str, Any]) -> tuple[dict[str, Any], Optional[Epilogue]]:
     """For an epilogue level, take the bias vector, alpha and beta out of params.
 
@@ -108,7 +124,7 @@ def _split_epilogue(lv: Level, params: dict[str, Any]) -> tuple[dict[str, Any], 
     if not lv.epilogue:
         return params, None
     params = dict(params)
-    alpha, beta = float(params.pop("alpha", 1.0)), float(params.pop("beta", 1.0))
+    alpha, beta = _scalar("alpha", params.pop("alpha", 1.0)), _scalar("beta", params.pop("beta", 1.0))
     bias = params.get("bias", lv.defaults.get("bias"))
     if bias is None or isinstance(bias, (bool, np.bool_)):
         if bias:
@@ -143,6 +159,27 @@ def _check_bias(ep: Optional[Epilogue], N: int, dtype: Any, xp: Any) -> None:
 
 def _address(X: Any) -> int:
     return X.ctypes.data if isinstance(X, np.ndarray) else X.data.ptr
+
+
+def _refuse_overlap(A: Any, B: Any, out: Any, epilogue: Optional["Epilogue"]) -> None:
+    """out sharing memory with an input (out=A, or a view into it): the kernel would overwrite what other
+    threads still read, and C would be wrong without a word. Refused in one line."""
+    try:
+        start = _address(out)
+        end = start + out.nbytes
+        inputs = [("A", A), ("B", B)] + ([("bias", epilogue.bias)] if epilogue and epilogue.bias is not None else [])
+        for name, X in inputs:
+            begin = _address(X)
+            if begin < end and start < begin + X.nbytes:
+                from gemm_course.bilingual.text import plain
+
+                raise ValueError(plain(
+                    f"out shares memory with {name}: the kernel would overwrite {name} while other threads still "
+                    f"read it; give out a separate array, or leave out unset for a new one",
+                    f"out 与 {name} 共用同一块内存：内核会在其他线程还在读 {name} 时覆盖它；请给 out 一个"
+                    "单独的数组（或者不传 out=，让它新建一个）"))
+    except (AttributeError, TypeError):  # not arrays: _check_operands says what they should be
+        return
 
 
 def _kernel_params(lv: Level, resolved: dict[str, Any], A: Any, B: Any, C: Any, N: int, K: int) -> dict[str, Any]:
@@ -311,6 +348,8 @@ def _prepare(lv: Level, params: dict[str, Any], epilogue: Optional[Epilogue], A:
 def _prepared(lv: Level, params: dict[str, Any], epilogue: Optional[Epilogue], A: Any, B: Any, out: Any,
               source: Optional[str], xp: Any, backend: str) -> tuple[PreparedLaunch, Any]:
     """The prepared launch of this call and its C: remembered from an identical earlier call, else _prepare."""
+    if out is not None:
+        _refuse_overlap(A, B, out, epilogue)
     key = _call_key(lv, params, A, B, out, epilogue, source, backend)
     with _PREPARED_LOCK:
         prepared = _PREPARED.get(key) if key is not None else None
