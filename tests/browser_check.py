@@ -17,13 +17,21 @@ For every page load it measures:
 - horizontal overflow: the document wider than the viewport (the page pans sideways), with the
   widest elements that cause it;
 - charts (plotly): a plot area smaller than 200 x 150 px, a visible modebar or a legend overlapping the
-  title, title text running past the chart's right edge, chart text in the other language;
+  title, a legend overlapping the x tick labels or axis title or running past the chart's bottom, title
+  text running past the chart's right edge, chart text in the other language;
 - other-language text: elements of class lang-en visible in 中文 mode (lang-zh in English mode);
   printed outputs (div.cell_output) with Chinese visible in English mode; outputs whose visible text
   is a Latin-only sentence in 中文 mode (a heuristic, reported as a count, not a defect);
 - the header: the language switch and header buttons inside the viewport, not covering the title;
 - kernel listings (code with `__global__`) that wrap their lines (white-space other than pre);
-- dark mode (at the first width): function names in code with contrast under 3:1 to their background.
+- dark mode (at the first width): function names in code with contrast under 3:1 to their background;
+  (at every width and language) figure and table captions and the texts of charts (titles, annotations,
+  axis titles and ticks, legends) under 4.5:1 to what they are drawn on, computed from computed colours;
+- tables (at widths under 600 px): a table wider than the content column that does not scroll inside its
+  own box;
+- search (on search.html, at every width and language): the book's own search (Search._performSearch in the page)
+  puts each level's page first for its title's words, English and Chinese, with and without "Level N:";
+  and the first hit shown for ?q=warp+tiling is Level 8.
 
 Exit status: 0 when no defect was found, 1 when some were (printed, and in --json), 2 on bad usage.
 """
@@ -138,6 +146,14 @@ for (const gd of document.querySelectorAll('.js-plotly-plot')) {
   if (mb && visible(mb) && titleR && overlap(rect(mb), titleR)) c.defects.push('modebar over the title');
   const legend = gd.querySelector('.legend');
   if (legend && titleR && overlap(rect(legend), titleR)) c.defects.push('legend over the title');
+  if (legend && visible(legend)) {  // the legend clear of the x tick labels and axis titles, and inside the chart
+    const lr = rect(legend.querySelector('.bg') || legend);
+    const xs = [...gd.querySelectorAll('.xtick text, .infolayer text')].filter(t => t.textContent &&
+      (t.closest('.xtick') || /^x\d*title$/.test(t.getAttribute('class') || '')));
+    const hit = xs.find(t => overlap(rect(t), lr));
+    if (hit) c.defects.push('legend over the x axis text "' + hit.textContent.slice(0, 30) + '"');
+    if (lr.b > gr.b + 2) c.defects.push('legend runs ' + Math.round(lr.b - gr.b) + ' px past the chart\'s bottom');
+  }
   for (const t of gd.querySelectorAll('.g-gtitle text, .annotation-text, .legendtext, .xtitle, .ytitle')) {
     const r = rect(t);
     if (r.w > 0 && (r.r > gr.r + 2 || r.l < gr.l - 2)) { c.defects.push('text past the edge: "' + t.textContent.slice(0, 40) + '"'); break; }
@@ -210,6 +226,107 @@ for (const el of document.querySelectorAll('.highlight .nf, .highlight .nc, .hig
 }
 return bad;
 """
+
+
+CAPTIONS = r"""
+function rgb(c) {  // any CSS colour -> [r, g, b, a]
+  const probe = document.createElement('span');
+  probe.style.color = c; document.body.appendChild(probe);
+  const m = getComputedStyle(probe).color.match(/[\d.]+/g).map(Number); probe.remove();
+  return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1];
+}
+function lum(c) {
+  return 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
+  function lin(v) { v = v / 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }
+}
+function ratio(a, b) { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
+function bg(el) {
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c[3] > 0.5) return c;
+  }
+  return rgb(getComputedStyle(document.body).backgroundColor);
+}
+function shown(el) {
+  if (!el.getClientRects().length) return false;
+  for (let e = el; e && e !== document.body; e = e.parentElement) {
+    const s = getComputedStyle(e);
+    if (s.display === 'none' || s.visibility === 'hidden' || parseFloat(s.opacity) < 0.01) return false;
+  }
+  return true;
+}
+const out = {checked: 0, worst: null, low: []};
+function note(what, r) {
+  out.checked++;
+  if (out.worst === null || r < out.worst) out.worst = r;
+  if (r < 4.5 && out.low.length < 5) out.low.push(what + ' contrast ' + r.toFixed(2));
+}
+for (const el of document.querySelectorAll('.gemm-figure-caption, .gemm-caption, figcaption, .caption-text')) {
+  if (!shown(el) || !el.textContent.trim()) continue;
+  note('caption "' + el.textContent.trim().slice(0, 40) + '"', ratio(rgb(getComputedStyle(el).color), bg(el)));
+}
+for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+  const fl = gd._fullLayout;
+  if (!fl || !shown(gd)) continue;
+  let paper = rgb(fl.paper_bgcolor);
+  if (paper[3] < 0.5) paper = bg(gd);
+  for (const t of gd.querySelectorAll('.annotation-text, .g-gtitle text, .xtitle, .ytitle, .legendtext, .xtick text, .ytick text')) {
+    if (!t.textContent.trim() || !t.getClientRects().length) continue;
+    note('chart "' + (fl.title && fl.title.text || '').slice(0, 30) + '": "' + t.textContent.slice(0, 30) + '"',
+         ratio(rgb(getComputedStyle(t).fill), paper));
+  }
+}
+return out;
+"""
+
+TABLES = r"""
+const column = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+const width = column.getBoundingClientRect().right;
+const bad = [];
+for (const t of document.querySelectorAll('article table')) {
+  if (!t.getClientRects().length) continue;
+  const r = t.getBoundingClientRect();
+  if (r.right <= width + 1) continue;
+  let scrolls = false;  // inside a box narrower than the table that scrolls sideways
+  for (let p = t.parentElement; p && p !== column; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX;
+    if ((o === 'auto' || o === 'scroll') && p.getBoundingClientRect().right <= width + 1) { scrolls = true; break; }
+  }
+  if (!scrolls) bad.push('table ' + Math.round(r.width) + ' px wide, content column ends at ' + Math.round(width) + ' px: "' +
+                         (t.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 40) + '"');
+}
+return bad;
+"""
+
+# Runs the book's own search in search.html for each query (arguments[0]); returns the top hit's docname.
+SEARCH = r"""
+const queries = arguments[0], done = arguments[arguments.length - 1];
+let tries = 0;
+(function wait() {
+  if (typeof Search === 'undefined' || !Search._index) { if (tries++ < 200) return setTimeout(wait, 50); return done(null); }
+  const out = {};
+  for (const q of queries) {
+    const r = Search._performSearch(...Search._parseQuery(q));
+    out[q] = r.length ? r[r.length - 1][0] + (r[r.length - 1][2] || '') : '';
+  }
+  done(out);
+})();
+"""
+
+
+def _level_queries(html: Path) -> dict[str, str]:
+    """Each level's title words (English and Chinese, with and without "Level N:") -> its page's docname."""
+    import re
+
+    text = (html / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    queries = {}
+    for doc, title in zip(index["docnames"], index["titles"]):
+        if re.fullmatch(r"notebooks/\d\d_\w+", doc):
+            en, zh = re.sub(r"<[^>]+>", "", title).replace("&amp;", "&").split(" · ", 1)
+            for q in (en, zh, re.sub(r"^Level \d+:\s*", "", en), re.sub(r"^第 \d+ 级：", "", zh)):
+                queries[q] = doc
+    return queries
 
 
 def _pages(html: Path, only: list[str]) -> list[str]:
@@ -340,10 +457,40 @@ def main(argv: list[str] | None = None) -> int:
                         summary[(width, lang)]["dark contrast"] += len(dark)
                         drv.execute_script("document.documentElement.dataset.theme='light';"
                                            "document.documentElement.dataset.mode='light';")
+                    drv.execute_script("document.documentElement.dataset.theme='dark';"
+                                       "document.documentElement.dataset.mode='dark';")
+                    cap = drv.execute_script(CAPTIONS)
+                    drv.execute_script("document.documentElement.dataset.theme='light';"
+                                       "document.documentElement.dataset.mode='light';")
+                    s, where = summary[(width, lang)], f"{page} @{width}px {lang}"
+                    s["dark captions checked"] += cap["checked"]
+                    s["dark captions under 4.5:1"] += len(cap["low"])
+                    defects += [f"{where} dark mode: {d}" for d in cap["low"]]
+                    if cap["worst"] is not None:
+                        findings.setdefault("dark_caption_contrast", {})[f"{page} {width} {lang}"] = round(cap["worst"], 2)
+                    if width < 600:
+                        wide = drv.execute_script(TABLES)
+                        s["wide tables"] += len(wide)
+                        defects += [f"{where}: {t}" for t in wide]
+                    if page == "search.html":
+                        first, end = None, time.time() + 15
+                        while first is None and time.time() < end:  # the hits come in one by one, best first
+                            first = drv.execute_script(
+                                "const a = document.querySelector('#search-results ul.search li a');"
+                                "return a ? a.getAttribute('href') : null;")
+                            time.sleep(0.2)
+                        if not first or "08_warp_tiling" not in first:
+                            defects.append(f"{where}: the first hit for 'warp tiling' is {first}, not Level 8")
+                        queries = _level_queries(html)
+                        drv.set_script_timeout(60)
+                        top = drv.execute_async_script(SEARCH, list(queries))
+                        wrong = {q: (top or {}).get(q) for q, doc in queries.items() if (top or {}).get(q) != doc}
+                        s["search queries"] += len(queries)
+                        s["search: level page not first"] += len(wrong)
+                        defects += [f"{where}: search {q!r} puts {got!r} first, not {queries[q]}" for q, got in wrong.items()]
                     r = drv.execute_script(PROBE)
                     r.update(page=page, width=width)
                     findings["runs"].append(r)
-                    s, where = summary[(width, lang)], f"{page} @{width}px {lang}"
                     s["pages"] += 1
                     if r["scrollWidth"] > r["vw"] + 1:
                         s["pages panning sideways"] += 1
@@ -385,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
               f"over 3 MB on a first visit: {sum(v['first_visit'] > MAX_OWN_BYTES for v in weights.values())}")
     keys = ["pages", "pages panning sideways", "charts", "charts with defects", "other-language elements",
             "outputs with Chinese (en mode)", "Latin-only outputs (zh mode, heuristic)", "theme labels in English (zh mode)", "header defects",
-            "wrapped kernel listings", "dark contrast"]
+            "wrapped kernel listings", "dark contrast", "dark captions checked", "dark captions under 4.5:1", "wide tables",
+            "search queries", "search: level page not first"]
     print("\n" + "width lang | " + " | ".join(keys))
     for (width, lang), s in summary.items():
         print(f"{width:5} {lang:4} | " + " | ".join(str(s.get(k, 0)) for k in keys))

@@ -288,3 +288,58 @@ def test_the_lesson_measure_sees_what_a_reader_sees() -> None:
     assert lesson.found_exercises
     # 共享内存 (4) + "shared" + "memory" (1 each) + 很快 (2); the heading 练习 is where counting stops
     assert (lesson.prose, lesson.code_cells, lesson.outputs, lesson.charts) == (8, 1, 1, 1)
+
+
+# Runs the book's own search (searchtools.js, language_data.js with book/_ext/search_scorer.js inlined, and
+# searchindex.js) under Node with the few browser names it touches; prints the top results of each query.
+SEARCH_RUNNER = r"""
+const vm = require("vm"), fs = require("fs"), path = require("path");
+const html = process.argv[2], queries = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));
+Object.assign(globalThis, {window: globalThis, DOCUMENTATION_OPTIONS: {}, SPHINX_HIGHLIGHT_ENABLED: false,
+  _ready: () => {}, _: (s) => s, localStorage: {setItem() {}},
+  document: {getElementById: () => null, querySelectorAll: () => []}});
+for (const f of ["_static/searchtools.js", "_static/language_data.js", "searchindex.js"])
+  vm.runInThisContext(fs.readFileSync(path.join(html, f), "utf8"), {filename: f});
+const out = {};
+for (const q of queries) {  // the order the page shows them in: best first
+  const results = Search._performSearch(...Search._parseQuery(q));
+  out[q] = results.reverse().slice(0, 3).map((r) => [r[0], r[2], r[4]]);
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def test_search_puts_a_levels_own_page_first(html_dir: Path, tmp_path: Path) -> None:
+    """Searching a level's title words, in either language, with or without "Level N:", shows that level's
+    page first (Sphinx alone ranked the glossary and every page with the words in a section title alike,
+    then alphabetically, and found nothing for a Chinese title the index had split into words)."""
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("this check runs the book's search with Node.js: install nodejs", pytrace=False)
+        pytest.skip("Node.js not installed: the book's search cannot run here")
+    assert "pageTitleBoost" in (html_dir / "_static" / "language_data.js").read_text(encoding="utf-8"), \
+        "language_data.js lacks book/_ext/search_scorer.js (html_search_scorer)"
+    text = (html_dir / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    queries: dict[str, str] = {}
+    for doc, title in zip(index["docnames"], index["titles"]):
+        if not re.fullmatch(r"notebooks/\d\d_\w+", doc):
+            continue
+        plain = re.sub(r"<[^>]+>", "", title).replace("&amp;", "&")
+        en, zh = plain.split(" · ", 1)
+        for q in (en, zh, re.sub(r"^Level \d+:\s*", "", en), re.sub(r"^第 \d+ 级：", "", zh)):
+            queries[q] = doc
+    assert len(set(queries.values())) == len(LEVEL_DOCS), "a level page is missing from the search index"
+    (tmp_path / "queries.json").write_text(json.dumps(list(queries), ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "run.js").write_text(SEARCH_RUNNER, encoding="utf-8")
+    run = subprocess.run([node, str(tmp_path / "run.js"), str(html_dir), str(tmp_path / "queries.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout)
+    wrong = {q: found[q] for q, doc in queries.items() if not found[q] or found[q][0][:2] != [doc, ""]}
+    assert not wrong, f"the level's own page is not the first result: {wrong}"

@@ -225,3 +225,17 @@ def test_tuned_chart_reads_in_one_language(monkeypatch, level):
     groups = {t.offsetgroup for t in fig.data}
     assert groups == {"0", "1"} and fig.layout.scattermode == "group"
     _check(fig)
+
+
+@pytest.mark.parametrize("rows, cols, block", [(1, 10, (4, 1)), (6, 10, (4, 2))])
+def test_launch_map_has_a_usable_plot_area(rows, cols, block):
+    """Level 0's launch maps keep a plot area of 150 px at least (the 1-D one had 64 px: a strip of cells
+    under a title and a note that took the rest), with room above it for the title and the note's lines in
+    either language, and below it for the ticks and the axis title."""
+    fig = diagrams.launch_map_figure(rows, cols, *block)
+    t, b = fig.layout.margin.t, fig.layout.margin.b
+    assert fig.layout.height - t - b >= diagrams.LAUNCH_1D_PLOT_PX
+    note = fig.layout.annotations[0].text
+    lines = max(n_lines(plots.pick(note, lang)) for lang in ("en", "zh"))
+    assert t >= n_lines(fig.layout.title.text) * plots.TITLE_SIZE * 1.2 + lines * 11 * 1.2 + 12
+    assert b >= plots.TICK_SIZE * 1.5 + n_lines(fig.layout.xaxis.title.text) * 14 * 1.2

@@ -20,6 +20,9 @@ What this extension does at build time:
    ``gemm-course-lang``; else ``zh`` if navigator.language starts with "zh", else ``en``).
    Without JavaScript ``data-lang`` is never set and both languages stay visible.
 4. Copies ``plotly/package_data/plotly.min.js`` to ``_static/plotly.min.js`` (no CDN).
+5. Search: the index splits Chinese into words (jieba, taught the glossary's terms) and
+   ``search_scorer.js`` (``html_search_scorer``) puts the page whose title names the query first and
+   cuts a Chinese query into the words the index holds.
 
 Contract for figure scripts (``gemm_course.display.plots.show`` emits a ``text/html`` output):
 
@@ -52,6 +55,7 @@ LANGS = ("en", "zh")
 SEP = " · "  # space, U+00B7 MIDDLE DOT, space
 STATIC_DIR = Path(__file__).resolve().parent.parent / "_static"
 SWITCH_TEMPLATE = "bilingual-lang-switch.html"
+SEARCH_SCORER = Path(__file__).resolve().parent / "search_scorer.js"  # inlined into _static/language_data.js
 SILENT_MIME_TYPES = {"application/vnd.plotly.v1+json"}
 
 # Runs in <head> before first paint: pick the language so only one is ever shown.
@@ -225,6 +229,8 @@ def _config_inited(app: Sphinx, config: Config) -> None:
         opts["article_header_end"] = [SWITCH_TEMPLATE, *end]
     config.html_theme_options = opts
     _search_words(app, config)
+    if not config.html_search_scorer:  # a level's own page first for its title's words (see the file)
+        config.html_search_scorer = str(SEARCH_SCORER)
 
 
 def _search_words(app: Sphinx, config: Config) -> None:

@@ -111,7 +111,27 @@
     // viewport's width is the phone's own.
     var config = Object.assign({}, div._gemmConfig);
     if (Math.min(root.clientWidth || Infinity, window.innerWidth || Infinity) < 700) config.displayModeBar = false;
-    return (first ? window.Plotly.newPlot : window.Plotly.react)(div, data, layout, config);
+    var drawn = (first ? window.Plotly.newPlot : window.Plotly.react)(div, data, layout, config);
+    return drawn && drawn.then ? drawn.then(function () { return fitLegend(div); }) : drawn;
+  }
+  // plots.py lays a legend out under the x axis as a phone would show it in either language: it estimates
+  // the tick labels and legend rows of "English · 中文" texts, which wrap there onto lines of both. Drawn in
+  // one language, and often wider, they take less room. Measure what was drawn: the legend goes 10 px under
+  // the lowest x tick label or x axis title, and the figure ends 12 px under the legend, so there is neither
+  // a gap nor an overlap; the plot area keeps its height.
+  function fitLegend(div) {
+    var fl = div._fullLayout, lg = fl && fl.legend, size = fl && fl._size;
+    if (!lg || !fl.showlegend || !size || lg.orientation !== "h" || lg.yanchor !== "top" || !(lg.y < 0) || !lg._height) return;
+    var top = div.getBoundingClientRect().top, plotBottom = size.t + size.h, lowest = plotBottom;
+    Array.prototype.forEach.call(div.querySelectorAll(".xtick text, .infolayer text"), function (t) {
+      if (!/^(xtick|x\d*title)$/.test(t.getAttribute("class") || "") && !t.closest(".xtick")) return;
+      var r = t.getBoundingClientRect();
+      if (r.height && t.textContent) lowest = Math.max(lowest, r.bottom - top);
+    });
+    var y = -(lowest - plotBottom + 10) / size.h, need = Math.ceil(lowest + 10 + lg._height + 12);
+    if (Math.abs(need - fl.height) < 6 && Math.abs(y - lg.y) * size.h < 6) return;
+    div.style.height = need + "px";
+    return window.Plotly.relayout(div, {height: need, "margin.b": fl.margin.b + need - fl.height, "legend.y": y});
   }
   window.gemmDrawFigure = function (id, fig, config) {
     var div = document.getElementById(id);

@@ -711,12 +711,28 @@ def launch_map_figure(rows: int = 1, cols: int = 10, block_x: int = 4, block_y: 
         align="left", font=dict(size=11, color="#444"))
     fig.update_xaxes(title=("element i · 元素 i" if one_d else "column · 列"), range=[-0.5, width - 0.5],
                      showgrid=False, zeroline=False, dtick=1 if width <= 24 else None, constrain="domain")
-    fig.update_yaxes(title=None if one_d else "row · 行", autorange="reversed", scaleanchor="x", scaleratio=1,
+    # square cells in 2-D; a 1-D launch's one row of cells fills the plot's height (square cells left it a
+    # strip as tall as one cell is wide: 64 px on a desktop)
+    fig.update_yaxes(title=None if one_d else "row · 行", autorange="reversed",
                      showgrid=False, zeroline=False, visible=not one_d)
+    if not one_d:
+        fig.update_yaxes(scaleanchor="x", scaleratio=1)
     title = ("A 1-D launch · 一维启动" if one_d else "A 2-D launch · 二维启动")
-    fig = _base_layout(fig, title, 220 if one_d else 180 + 34 * height)
-    fig.update_layout(margin=dict(t=110))
-    return fig
+    plot_h = LAUNCH_1D_PLOT_PX if one_d else 30 + 34 * height
+    fig = _base_layout(fig, title, 300)
+    # above the plot: the title (fit_top's margin) and the note's lines in the longer of its two languages
+    from gemm_course.display.plots import _place_title, n_lines, pick
+
+    note = fig.layout.annotations[0].text
+    t = (fig.layout.margin.t or 70) + int(max(n_lines(pick(note, "en")), n_lines(pick(note, "zh"))) * 11 * 1.35) + 10
+    # below: the tick labels and the axis title's lines (plotly's automargin would take them from the plot)
+    xtitle = fig.layout.xaxis.title.text or ""
+    b = max(fig.layout.margin.b or 40, int(12 * 1.8 + n_lines(xtitle) * 14 * 1.3 + 14))
+    fig.update_layout(margin=dict(t=t, b=b), height=t + plot_h + b)
+    return _place_title(fig)
+
+
+LAUNCH_1D_PLOT_PX = 150  # the 1-D launch map's plot area (a usable height: tests/browser_check.py's minimum)
 
 
 # --- Level 11 step 7: whole pairs of tiles against stream-K's even shares ---------------------------

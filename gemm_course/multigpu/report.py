@@ -270,16 +270,18 @@ def scaling_figure(data: Sequence[Mapping[str, Any]], model_gpus: Sequence[int] 
         pts = sorted((c for c in rows if (c["scheme"], c["n"], c["local"]) == (scheme, n, local)),
                      key=lambda c: c["gpus"])
         color = _colors()[i % len(_colors())]
-        name = f"{scheme}, {n}³, local {local}"
+        name, name_zh = f"{scheme}, {n}³, local {local}", f"{_zh(scheme)}，{n}³，本地 {local}"
         fig.add_trace(go.Scatter(x=[c["gpus"] for c in pts], y=[c["measured_tflops"] for c in pts],
-                                 mode="lines+markers", name=f"measured: {name}", line=dict(color=color)))
+                                 mode="lines+markers", name=f"measured: {name} · 实测：{name_zh}", line=dict(color=color)))
         fig.add_trace(go.Scatter(x=[c["gpus"] for c in pts], y=[c["model_tflops"] for c in pts], mode="markers",
-                                 name=f"model: {name}", marker=dict(color=color, symbol="circle-open", size=12)))
+                                 name=f"model: {name} · 模型：{name_zh}",
+                                 marker=dict(color=color, symbol="circle-open", size=12)))
     for n in sorted({c["n"] for c in rows}):
         t1 = one_gpu_rate(data, n)
         if t1:
             fig.add_trace(go.Scatter(x=list(model_gpus), y=[t1 * g for g in model_gpus], mode="lines",
-                                     name=f"ideal (P × one GPU), {n}³", line=dict(dash="dot", color="#999")))
+                                     name=f"ideal (P × one GPU), {n}³ · 理想值（P × 单 GPU），{n}³",
+                                     line=dict(dash="dot", color="#999")))
     return _layout(fig, "one GEMM over several GPUs, end to end · 多 GPU 上的一个 GEMM（端到端）",
                    "GPUs · GPU 数", "TFLOPS", subtitle=where(data) or None)
 
@@ -294,14 +296,15 @@ def phases_figure(data: Sequence[Mapping[str, Any]]) -> go.Figure:
         if c["gpus"] < 2 or c["scope"] != "end to end":
             continue
         measured, modelled = phase_pairs(c["row"], c["model"])
-        base = f"{c['scheme']} {c['n']}³ {c['local']}"
-        labels += [f"{base}: measured", f"{base}: model"]
+        base, base_zh = f"{c['scheme']} {c['n']}³ {c['local']}", f"{_zh(c['scheme'])} {c['n']}³ {c['local']}"
+        labels += [f"{base}: measured · {base_zh}：实测", f"{base}: model · {base_zh}：模型"]
         stacks += [measured, modelled]
     names: list[str] = []
     for s in stacks:
         names += [k for k in s if k not in names]
     for i, phase in enumerate(names):
-        fig.add_trace(go.Bar(name=phase, x=labels, y=[s.get(phase, 0.0) for s in stacks],
+        fig.add_trace(go.Bar(name=f"{phase} · {_PHASE_ZH[phase]}" if phase in _PHASE_ZH else phase, x=labels,
+                             y=[s.get(phase, 0.0) for s in stacks],
                              marker_color=_colors()[i % len(_colors())]))
     fig.update_layout(barmode="stack")
     return _layout(fig, "where the time goes: measured phases and the model's · 时间构成：实测各阶段与模型",
@@ -327,6 +330,17 @@ def paper_rows(data: Sequence[Mapping[str, Any]], n: int = 16384, gpus: Sequence
 # the scheme and scope names as table cells show them, "English · 中文": one language per mode
 _CELL_ZH = {"row split": "行划分", "end to end": "端到端", "even start": "均匀起点", "algorithm": "算法本身",
             "one GPU": "单 GPU"}
+# chart labels' Chinese halves: the names above, the collectives as the prose names them, a lane's work
+_CHART_ZH = {**_CELL_ZH, "row split": "按行划分", "broadcast": "广播", "compute": "计算", "communication": "通信"}
+
+
+_PHASE_ZH = {"broadcast B": "广播 B", "scatter A": "分发 A", "compute": "计算", "gather C": "收集 C",
+             "pack A, B blocks": "打包 A、B 的各块", "send A, B blocks": "发送 A、B 的各块", "panel loop": "面板循环",
+             "gather C blocks": "收集 C 的各块", "unpack C": "解包 C"}
+
+
+def _zh(name: str) -> str:
+    return _CHART_ZH.get(name, name)
 
 
 def _cell(name: str) -> str:
@@ -386,13 +400,13 @@ def paper_figure(data: Sequence[Mapping[str, Any]], n: int = 16384, gpus: Sequen
             if scheme == "SUMMA":  # one GPU is no grid: start SUMMA's lines at the plain GEMM
                 pts = [r for r in rows if r["scheme"] == "row split" and r["scope"] == scope and r["gpus"] == 1] + pts
             fig.add_trace(go.Scatter(x=[r["gpus"] for r in pts], y=[r["model_tflops"] for r in pts], mode="lines",
-                                     name=f"model: {scheme}, {scope}",
+                                     name=f"model: {scheme}, {scope} · 模型：{_zh(scheme)}，{_zh(scope)}",
                                      line=dict(color=_colors()[i], dash=dash[scope])))
     measured = [c for c in comparison(data) if c["n"] == n and c["local"] == "cublas" and c["scope"] == "end to end"]
     for i, scheme in enumerate(SPLITS):
         pts = [c for c in measured if c["scheme"] == scheme]
         fig.add_trace(go.Scatter(x=[c["gpus"] for c in pts], y=[c["measured_tflops"] for c in pts], mode="markers",
-                                 name=f"measured: {scheme}, end to end",
+                                 name=f"measured: {scheme}, end to end · 实测：{_zh(scheme)}，端到端",
                                  marker=dict(size=11, color=_colors()[i], line=dict(color="#222", width=1.5))))
     cal = calibration(data)
     return _layout(fig, f"the model on paper, {n}³, one machine · 纸上推演：{n}³，单机", "GPUs · GPU 数", "TFLOPS",
@@ -417,11 +431,13 @@ def collectives_figure(data: Sequence[Mapping[str, Any]], gpus: int = 2) -> go.F
             color = _colors()[i % len(_colors())]
             if pts:
                 fig.add_trace(go.Scatter(x=[p["n_bytes"] for p in pts], y=[p["median_s"] * 1e3 for p in pts],
-                                         mode="markers", name=f"measured: {name}", marker=dict(color=color)))
+                                         mode="markers", name=f"measured: {name} · 实测：{_zh(name)}",
+                                         marker=dict(color=color)))
             if name in links.fits:
                 f = links.fits[name]
                 fig.add_trace(go.Scatter(x=sizes, y=[f.seconds(s) * 1e3 for s in sizes], mode="lines",
-                                         name=f"fit: α {f.alpha_s * 1e6:.1f} µs, 1/β {f.link_gbs:.0f} GB/s",
+                                         name=f"fit: α {f.alpha_s * 1e6:.1f} µs, 1/β {f.link_gbs:.0f} GB/s · "
+                                              f"拟合：α {f.alpha_s * 1e6:.1f} µs，1/β {f.link_gbs:.0f} GB/s",
                                          line=dict(color=color)))
         subtitle = f"measured on {gpus} GPUs; fits from {collectives.BANDWIDTH_REGIME_BYTES >> 20} MiB up"
     else:
@@ -429,13 +445,13 @@ def collectives_figure(data: Sequence[Mapping[str, Any]], gpus: int = 2) -> go.F
         links = cal["links"]
         for i, name in enumerate(("broadcast", "all-reduce", "all-gather")):  # (on 2 GPUs the first two coincide)
             fig.add_trace(go.Scatter(x=sizes, y=[links.seconds(name, s, gpus) * 1e3 for s in sizes], mode="lines",
-                                     name=f"model: {name} (α = 0)",
+                                     name=f"model: {name} (α = 0) · 模型：{_zh(name)}（α = 0）",
                                      line=dict(color=_colors()[i], dash="dash" if i else "solid", width=5 if i == 0 else 2)))
         pts = [r for r in split_rows(data) if r.get("link_gbs") and r["gpus"] == gpus]
         links_seen = sorted({r["link_gbs"] for r in pts})
         mib512 = 512 * (1 << 20)
         fig.add_trace(go.Scatter(x=[mib512] * len(links_seen), y=[mib512 / (g * 1e9) * 1e3 for g in links_seen],
-                                 mode="markers", name="measured: 512 MiB broadcast",
+                                 mode="markers", name="measured: 512 MiB broadcast · 实测：512 MiB 广播",
                                  marker=dict(color="#222", size=10)))
         subtitle = ("no collective measured here yet: the model only, α = 0 and β from the recorded broadcasts · "
                     "这里尚未实测集合通信：仅为模型，α = 0，β 取自已记录的广播")
@@ -662,7 +678,7 @@ def pipeline_figure(data: Sequence[Mapping[str, Any]], gpus: int = 8, chunks: in
     for title, overlap in lanes:
         sched = pipeline_schedule(m["chunk_compute_ms"], m["chunk_communication_ms"], overlap)
         for kind, color in (("compute", "#1f77b4"), ("communication", "#d62728")):
-            lane = f"{'overlap' if overlap else 'serial'}: {kind}"
+            lane = (f"overlap: {kind} · 重叠：{_zh(kind)}" if overlap else f"serial: {kind} · 串行：{_zh(kind)}")
             fig.add_trace(go.Bar(
                 name=kind, y=[lane] * len(sched), x=[s[kind][1] - s[kind][0] for s in sched],
                 base=[s[kind][0] for s in sched], orientation="h", showlegend=False,
