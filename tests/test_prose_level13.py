@@ -652,3 +652,40 @@ def test_split_k_where_tiles_outnumber_the_sms():
           f"64×24576×1536 with two splits, and from {pick(128, 1)['tflops']:.1f} to {pick(128, 2)['tflops']:.1f} at "
           "128×24576×1536",
           "With K = 1536 a tile has only 12 k-blocks"])
+
+
+def test_scales_by_tma_numbers_come_from_the_h100_record():
+    """The TMA-staged scales section: every ratio and TFLOPS figure from results/h100_13_tma_scales.json (one run on
+    an H100, each setting beside the best recorded one in the same run), and no claim that cp.async staging is
+    DeepGEMM's way (DeepGEMM brings A's scales by one TMA copy per stage from an M-major copy)."""
+    data = json.loads((ROOT / "gemm_course" / "results" / "h100_13_tma_scales.json").read_text(encoding="utf-8"))
+    assert "H100" in data["provenance"]["gpu"]
+    best, tma, staged = {}, {}, {}
+    for r in data["scale_records"]:
+        if r["level"] != LEVEL_ID:
+            continue
+        shape, origin, way = (r["M"], r["N"], r["K"]), r["setting_from"] or "", r["params"].get("staged_scales")
+        if origin.startswith(("tuner", "chapter")):
+            best[shape] = r["tflops"]
+        elif way == "tma":
+            tma[shape] = r["tflops"]
+        elif way is True:
+            staged[shape] = r["tflops"]
+    squares = [s for s in tma if s[0] >= 4096]
+    decode = [s for s in tma if s[0] < 4096]
+    assert len(squares) == 5 and len(decode) == 6
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):.2f} to {max(values):.2f}"
+
+    sq, dec = span([tma[s] / best[s] for s in squares]), span([tma[s] / best[s] for s in decode])
+    vs_staged = span([tma[s] / staged[s] for s in squares if s in staged])
+    q4, q8 = (4096, 4096, 4096), (8192, 8192, 8192)
+    says([f"it is {sq} times as fast", f"{tma[q4]:.1f} TFLOPS against {best[q4]:.1f} at 4096³",
+          f"{tma[q8]:.1f} against {best[q8]:.1f} at 8192³", f"{vs_staged} times the kernel staged by small copies",
+          f"it matches the best, {dec} times", f"({tma[q4] / best[q4]:.2f} times at 4096³ in a run on an H100)"])
+    for number in (f"{tma[q4]:.1f}", f"{best[q4]:.1f}", f"{tma[q8]:.1f}", f"{best[q8]:.1f}", *sq.split(" to "),
+                   *dec.split(" to "), *vs_staged.split(" to ")):
+        assert number in ZH, f"the Chinese prose lacks {number}"
+    assert "as DeepGEMM does" not in EN and "DeepGEMM 就是这样做的" not in ZH
+    assert "DeepGEMM's way, gains" not in EN and "（DeepGEMM 的做法）" not in ZH
