@@ -18,7 +18,8 @@ For every page load it measures:
   widest elements that cause it;
 - charts (plotly): a plot area smaller than 200 x 150 px, a visible modebar or a legend overlapping the
   title, a legend overlapping the x tick labels or axis title or running past the chart's bottom, title
-  text running past the chart's right edge, chart text in the other language;
+  text running past the chart's right edge, chart text in the other language (in 中文 mode: an English
+  title, axis title or legend entry of three words or more);
 - other-language text: elements of class lang-en visible in 中文 mode (lang-zh in English mode);
   printed outputs (div.cell_output) with Chinese visible in English mode; outputs whose visible text
   is a Latin-only sentence in 中文 mode (a heuristic, reported as a count, not a defect);
@@ -165,6 +166,9 @@ for (const gd of document.querySelectorAll('.js-plotly-plot')) {
     const head = [...gd.querySelectorAll('.g-gtitle text, .xtitle, .ytitle')].map(t => t.textContent)
       .filter(t => !CJK.test(t) && /[A-Za-z]{3,}(\s+[A-Za-z]{2,}){2,}/.test(t));
     if (head.length) c.defects.push('English title/axis in 中文 mode: "' + head[0].slice(0, 40) + '"');
+    const names = [...gd.querySelectorAll('.legendtext')].map(t => t.textContent)
+      .filter(t => !CJK.test(t) && /[A-Za-z]{3,}(\s+[A-Za-z]{2,}){2,}/.test(t));
+    if (names.length) c.defects.push('English legend in 中文 mode: "' + names[0].slice(0, 40) + '"');
   }
   out.charts.push(c);
 }
