@@ -895,6 +895,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     p = sub.add_parser("levels", help="list the levels")
     p.set_defaults(func=cmd_levels)
 
+    from gemm_course import support
+    p = sub.add_parser("support", help="which levels run live on which GPU architecture, and why (no GPU needed)")
+    support.add_arguments(p)
+    p.set_defaults(func=support.run)
+
     for each in (parser, *sub.choices.values()):  # before the command or after it: python -m gemm_course --zh levels
         _language_flags(each)
     args = parser.parse_args(argv)

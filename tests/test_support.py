@@ -236,3 +236,15 @@ def test_the_listing_plugs_into_a_subcommand(capsys):
     with pytest.raises(ValueError) as err:
         support.run(parser.parse_args(["support", "--arch", "sm_99"]))
     assert "\n" not in str(err.value) and " / " in str(err.value)
+
+
+def test_the_course_command_line_lists_support_too():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gemm_course", "support", "--arch", "sm_120", "--level", "11"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "11_hopper_wgmma" in out.stdout and "wgmma" in out.stdout, out.stderr
+    bad = subprocess.run([sys.executable, "-m", "gemm_course", "support", "--arch", "sm_999"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "sm_999" in bad.stderr
