@@ -656,7 +656,7 @@ def producer_consumer_figure(stages: int = 4, k_tiles: int = 10) -> go.Figure:
     fig.update_xaxes(title="time (schematic units: a copy takes 3, a k-tile of wgmma 1) · 时间（示意单位：拷贝 3，"
                            "一个 k 分块的 wgmma 1）")
     return _base_layout(fig, f"{stages} stages: tensor cores busy {busy:.0%} of the time · "
-                             f"{stages} 级：张量核心忙碌时间占 {busy:.0%}", 300)
+                             f"{stages} 个流水级：张量核心忙碌时间占 {busy:.0%}", 300)
 
 
 # --- Level 0: which thread of a launch handles which element ---------------------------------------

@@ -343,7 +343,7 @@ def _cp_async_ring_judge(values: Table) -> Step:
             x = stage_of[(kt, stages)]
             if not 0 <= x < stages:
                 return _fail(f"stage_of({kt}, {stages}) = {x}: with {stages} stages there are only stages 0–{stages - 1}",
-                             f"stage_of({kt}, {stages}) = {x}：{stages} 个流水级时只有第 0–{stages - 1} 级")
+                             f"stage_of({kt}, {stages}) = {x}：{stages} 个流水级时只有第 0–{stages - 1} 个流水级")
         holds: dict[int, int] = {}
         for t in range(stages - 1):  # the prologue: k-tiles 0 … STAGES-2 in flight
             x = stage_of[(t, stages)]
@@ -659,7 +659,7 @@ def _handshake_judge(side: str, parity_name: str) -> Callable[[Table], Step]:
         for (i, stages), s in stage_of.items():
             if not 0 <= s < stages:
                 return _fail(f"stage_of({i}, {stages}) = {s}: with {stages} stages there are only stages 0–{stages - 1}",
-                             f"stage_of({i}, {stages}) = {s}：{stages} 个流水级时只有第 0–{stages - 1} 级")
+                             f"stage_of({i}, {stages}) = {s}：{stages} 个流水级时只有第 0–{stages - 1} 个流水级")
         for stages in HANDSHAKE_STAGES:
             reference_producer, reference_consumer = _ring_reference(stages)
             mine = (lambda i, st=stages: stage_of[(i, st)], lambda i, st=stages: parity[(i, st)])
