@@ -131,19 +131,17 @@ def main(argv: list[str]) -> int:
     return 1 if failed else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
-
 
 # --- an estimate from the notebook itself (no build): for authors while they edit ------------------------
-_FOLDING_DIRECTIVES = ("dropdown", "toggle")
+_FOLDING_DIRECTIVES = ("dropdown",)  # a <details> in the page; {toggle} and `:class: dropdown` fold by script only
 _FENCE = re.compile(r"^(`{3,}|:{3,})\s*(\{([\w:-]+)\})?\s*(.*)$")
 _ROLE = re.compile(r"\{(?:ref|term|doc|numref)\}`([^`<]*?)\s*(?:<[^`]*>)?`")
 
 
 def _visible_markdown(text: str) -> str:
-    """The prose of a markdown cell a reader sees with every fold closed: code blocks, folded directives
-    (dropdowns, admonitions with `:class: dropdown`), HTML comments and link targets left out."""
+    """The prose of a markdown cell a reader sees with every fold closed: code blocks, dropdowns, HTML comments
+    and link targets left out. An admonition with `:class: dropdown` stays in: it folds only through JavaScript,
+    and measure() counts it as open too."""
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     lines, out, stack = text.splitlines(), [], []  # stack: (fence, hidden) of the open fences
     i = 0
@@ -156,13 +154,10 @@ def _visible_markdown(text: str) -> str:
             continue
         if m and (m.group(2) or not stack or m.group(1) != stack[-1][0]):
             name = m.group(3)
-            options = []
             j = i + 1
             while j < len(lines) and lines[j].strip().startswith(":") and not _FENCE.match(lines[j].strip()):
-                options.append(lines[j].strip())
-                j += 1
-            hidden = (name is None or name in ("code-block", "code", "code-cell") or name in _FOLDING_DIRECTIVES
-                      or any(o.startswith(":class:") and "dropdown" in o for o in options))
+                j += 1  # the directive's options are not prose
+            hidden = name is None or name in ("code-block", "code", "code-cell") or name in _FOLDING_DIRECTIVES
             stack.append((m.group(1), hidden))
             if not hidden and m.group(4):
                 out.append(m.group(4))  # an open directive's title
@@ -179,8 +174,8 @@ def _visible_markdown(text: str) -> str:
 
 
 def measure_notebook(path: Path) -> Lesson:
-    """An estimate of measure() from the .ipynb: prose exactly as the Chinese markdown cells read with folds
-    closed; code cells open unless tagged hide-input/remove-input; an output for every executed cell that is
+    """An estimate of measure() from the .ipynb (prose within about 5% of the built page's): the Chinese markdown
+    cells as they read with folds closed; code cells open unless tagged hide-input/remove-input; an output for every executed cell that is
     not tagged remove-output/hide-output (some print nothing: the build decides); charts not estimated."""
     import json
 
@@ -200,3 +195,7 @@ def measure_notebook(path: Path) -> Lesson:
             if not tags & {"hide-output", "remove-output", "remove-cell", "skip-execution"}:
                 lesson.outputs += 1
     return lesson
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -149,18 +149,18 @@ def summary(log: Any) -> list[LineAccess]:
     starts = np.nonzero(~np.r_[False, boundary[1:]] | (np.arange(len(group_order)) == 0))[0]
     # Per group (in the order of its first record): its block, pc, store flag and array; per record of a group
     # (sorted by lane): lane, address relative to the group's 128-byte-aligned lowest address, and size.
-    members = group_order
-    group_of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(group_order)]))
-    lane = thread[members] % 32
-    size = rec["size"].astype(np.int64)[keep][members]
-    where = address[keep].astype(np.int64)[members]
+    ends = np.r_[starts[1:], len(group_order)]
+    group_of = np.repeat(np.arange(len(starts)), ends - starts)
+    lane = thread[group_order] % 32
+    size = rec["size"].astype(np.int64)[keep][group_order]
+    where = address[keep].astype(np.int64)[group_order]
     base = np.minimum.reduceat(where, starts) // 128 * 128
     width = np.maximum.reduceat(size, starts)
     rel = where - base[group_of]
     by_lane = np.lexsort([lane, group_of])  # within each group, lanes in order (a group has each lane once)
     packed = (rel[by_lane] << 13) | (size[by_lane] << 5) | lane[by_lane]
     packed_bytes = packed.astype("<i8").tobytes()
-    first_record = members[starts]
+    first_record = group_order[starts]
     group_block, group_pc = columns[0][first_record], columns[3][first_record]
     group_write, group_name = columns[4][first_record], columns[5][first_record]
     # The same pattern recurs (every k-tile reads the same shared words): count each pattern once, moved
@@ -168,7 +168,7 @@ def summary(log: Any) -> list[LineAccess]:
     counted: dict[tuple, tuple[int, int]] = {}
     units = np.empty(len(starts), dtype=np.int64)
     ideal = np.empty(len(starts), dtype=np.int64)
-    for g, (lo, hi) in enumerate(zip(starts.tolist(), np.r_[starts[1:], len(group_order)].tolist())):
+    for g, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist())):
         is_shared = int(group_name[g]) == 0
         pattern = (is_shared, int(width[g]), packed_bytes[8 * lo:8 * hi])
         found = counted.get(pattern)
@@ -201,11 +201,11 @@ def summary(log: Any) -> list[LineAccess]:
             row[1] += u
             row[2] += i
     out = []
-    for row_key, (n, units, ideal) in totals.items():
+    for row_key, (n, row_units, row_ideal) in totals.items():
         # The worst block: the highest units ÷ ideal, then the most units per access; the lowest index on a tie.
         b, (bn, bu, bi) = max(per_block[row_key].items(),
                               key=lambda item: (item[1][1] / item[1][2] if item[1][2] else 1.0, item[1][1] / item[1][0], -item[0]))
-        out.append(LineAccess(*row_key, n, units, ideal, worst_block=tuple(blocks[b]), worst_per_access=bu / bn,
+        out.append(LineAccess(*row_key, n, row_units, row_ideal, worst_block=tuple(blocks[b]), worst_per_access=bu / bn,
                               worst_excess=bu / bi if bi else 1.0))
     return sorted(out, key=lambda r: (-r.excess, r.line))
 
