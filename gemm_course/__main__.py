@@ -255,10 +255,12 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         raise ValueError("--peer goes with --record alone (it times its own shapes: the squares and the projections, "
                          "or --sizes): python -m gemm_course fp8 --record --peer deepgemm --out FILE · --peer 只与 "
                          "--record 一起用（形状自定：方阵与各投影形状，或 --sizes）")
-    if args.tma_scales and (not args.record or args.small_m or args.staged or args.sweep_only or args.splits):
-        raise ValueError("--tma-scales goes with --record (and --peer deepgemm, --sizes): python -m gemm_course fp8 "
-                         "--record --tma-scales --peer deepgemm --out FILE · --tma-scales 只与 --record（以及 --peer "
-                         "deepgemm、--sizes）一起用")
+    for flag, given in (("--tma-scales", args.tma_scales), ("--narrow-tiles", args.narrow_tiles)):
+        if given and (not args.record or args.small_m or args.staged or args.sweep_only or args.splits
+                      or (args.tma_scales and args.narrow_tiles)):
+            raise ValueError(f"{flag} goes with --record (and --peer deepgemm, --sizes): python -m gemm_course fp8 "
+                             f"--record {flag} --peer deepgemm --out FILE · {flag} 只与 --record（以及 --peer "
+                             "deepgemm、--sizes）一起用")
     if (args.sizes or args.small_m) and not (args.record or (args.small_m and args.counters)):
         flag = "--sizes" if args.sizes else "--small-m"
         raise ValueError(_plain(f"{flag} goes with --record{'' if args.sizes else ' or --counters'} (without it, fp8 "
@@ -279,6 +281,10 @@ def cmd_fp8(args: argparse.Namespace) -> None:
                 from gemm_course.fp8.tma_scales import record_tma_scales
 
                 record_tma_scales(args.out, sizes, peer=args.peer)
+            elif args.narrow_tiles:
+                from gemm_course.fp8.narrow_tiles import record_narrow_tiles
+
+                record_narrow_tiles(args.out, sizes, peer=args.peer)
             elif args.peer:
                 from gemm_course.fp8 import deepgemm
 
@@ -856,6 +862,10 @@ def main(argv: Optional[list[str]] = None) -> None:
                    help="with --record: check every way to the scales on odd shapes and the split-K counters after a "
                         "launch cut short, then time A's scales by TMA beside the best recorded setting, cuBLASLt "
                         "(and --peer) at the record's shapes (fp8.tma_scales)")
+    p.add_argument("--narrow-tiles", action="store_true",
+                   help="with --record: check the 64-row kernel's narrow tiles (block_n 64, 32, 16) on odd shapes, "
+                        "then time them beside the best recorded setting, cuBLASLt (and --peer) at the decode shapes "
+                        "(fp8.narrow_tiles)")
     p.add_argument("--peer", choices=("deepgemm",),
                    help="with --record: time this library (deepgemm: DeepGEMM, installed from its own repository), "
                         "block-scaled cuBLASLt and Level 13's best recorded setting, interleaved shape by shape")

@@ -126,3 +126,28 @@ def test_summary_takes_baseline_deepgemm():
 def test_summary_refuses_an_unknown_baseline():
     with pytest.raises(ValueError, match="the baselines are"):
         results.summary(baseline="nobody")
+
+
+@pytest.mark.parametrize("extra", [["--narrow-tiles"], ["--record", "--narrow-tiles", "--staged"],
+                                   ["--record", "--narrow-tiles", "--tma-scales"]])
+def test_narrow_tiles_go_with_record_alone(tmp_path, extra):
+    done = subprocess.run([sys.executable, "-m", "gemm_course", "fp8", *extra, "--out", str(tmp_path / "x.json")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode != 0 and "goes with --record" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.json").exists()
+
+
+def test_narrow_tiles_variants_and_checks_cover_every_width():
+    """What `fp8 --record --narrow-tiles` times and checks, listed without a GPU: each narrow width with both ways to
+    the scales, split-K only where the model splits, the best recorded setting never repeated."""
+    from gemm_course.fp8 import narrow_tiles
+
+    assert narrow_tiles.NARROW_WIDTHS == (64, 32, 16)
+    assert {(s["block_n"], s.get("staged_scales", False)) for s in narrow_tiles.CHECK_SETTINGS} == {
+        (bn, way) for bn in (64, 32, 16) for way in (False, True, "tma")}
+    for shape in narrow_tiles.decode_shapes():
+        best, _ = deepgemm.level13_best(*shape)
+        settings = [p for p, _ in narrow_tiles.variants(*shape, best)]
+        assert best not in settings and {p["block_n"] for p in settings} == {64, 32, 16}
+        assert all(p["splits"] == 1 or p["splits"] == fp8_gemm.auto_splits(*shape, 132, 64, p["block_n"])
+                   for p in settings)

@@ -96,8 +96,10 @@ def test_the_cache_keeps_the_most_recently_used_within_its_cap(tmp_path, monkeyp
     for i, folder in enumerate(pch):
         _aged(folder / "cuda_cpu_compat.h.gch", 1000, 7200 - i * 600)
         os.utime(folder, (time.time() - 7200 + i * 600,) * 2)  # key3 the newest
+    runtimes = [_aged(cache / "runtime" / f"key{i}.o", 1000, 7200 - i * 600) for i in range(3)]  # key2 the newest
     removed = disk_cache.prune(cache, limit=500_000)
     assert set(pch[:2]) <= set(removed) and all(p.exists() for p in pch[2:])  # the two newest headers stay
+    assert runtimes[0] in removed and all(p.exists() for p in runtimes[1:])  # and the two newest runtimes
     kept = [p for p in old if p.exists()]
     assert fresh.exists() and kept == old[-len(kept):] and 3 <= len(kept) <= 4  # least recently used went first
     assert disk_cache.prune(cache, limit=0) == []  # once per process

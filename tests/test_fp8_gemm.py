@@ -57,19 +57,33 @@ KERNELS = [("per_tensor", {"block_n": 256}), ("per_tensor", {"block_n": 128}),
            # A's scales by one TMA box per stage, from an M-major copy
            ("blockwise", {"overlap": False, "staged_scales": "tma"}), ("blockwise", {"overlap": True, "staged_scales": "tma"}),
            ("blockwise", {"block_m": 64, "staged_scales": "tma"})]
+# The 64-row kernel's narrow tiles (block_n 64, 32, 16), one way to the scales each, at the deepest ring
+NARROW_KERNELS = [({"block_n": 64}, False), ({"block_n": 32}, True), ({"block_n": 16}, "tma")]
 
 
 @pytest.mark.skipif(not _nvrtc_available(), reason="needs NVRTC (cupy and the nvrtc wheel)")
 @pytest.mark.parametrize("scaling, options", KERNELS)
 def test_kernels_compile_for_sm90a_without_spills(scaling, options):
-    for stages in fg.stage_choices(scaling, options.get("block_n"), options.get("block_m"),
-                                   staged_scales=options.get("staged_scales", False)):
+    """Each kernel at its shallowest and deepest ring (the depth changes the ring's offsets, not the registers a
+    thread holds; the tuner's own compile reports cover the depths between)."""
+    depths = fg.stage_choices(scaling, options.get("block_n"), options.get("block_m"),
+                              staged_scales=options.get("staged_scales", False))
+    for stages in dict.fromkeys((depths[0], depths[-1])):
         report = fg.fp8_compile_report(scaling, stages, **options)
         assert report.kernel == fg.kernel_name(scaling, stages, **options)
         assert not report.spills, str(report)
         assert report.problems() == [], str(report)
         assert report.occupancy.blocks_per_sm == 1, str(report)  # one persistent block per SM
         assert "serialized" not in report.log, report.log  # ptxas would say if it had to serialise wgmma
+
+
+@pytest.mark.skipif(not _nvrtc_available(), reason="needs NVRTC (cupy and the nvrtc wheel)")
+@pytest.mark.parametrize("options, way", NARROW_KERNELS)
+def test_narrow_tiles_compile_for_sm90a_without_spills(options, way):
+    report = fg.fp8_compile_report("blockwise", None, block_m=64, staged_scales=way, **options)
+    assert report.kernel == f"fp8_gemm_blockwise_m64<12, {fg.scales_code(way)}, {options['block_n']}>"
+    assert not report.spills and report.problems() == [] and report.occupancy.blocks_per_sm == 1, str(report)
+    assert report.params["block_n"] == options["block_n"] and "serialized" not in report.log
 
 
 def test_compile_report_refuses_other_architectures():
@@ -107,6 +121,7 @@ def _misaligned(x: np.ndarray) -> np.ndarray:
     ("bad scaling", {"scaling": "rowwise"}, "scaling must be"),
     ("bad stages", {"stages": 8}, "stages=8"),
     ("bad block_n", {"block_n": 256}, "block_n=256"),
+    ("narrow tiles without block_m=64", {"block_n": 32}, "block_n=32.*block_m=64"),
     ("splits zero", {"splits": 0}, "splits=0"),
     ("splits above the k-blocks", {"splits": 3}, "splits=3"),
     ("splits not a number", {"splits": "many"}, "splits='many'"),
@@ -270,6 +285,10 @@ SETTINGS = [{"scaling": "per_tensor", "block_n": 256}, {"scaling": "per_tensor",
             {"scaling": "blockwise", "overlap": True, "splits": "auto", "staged_scales": True},
             {"scaling": "blockwise", "block_m": 64, "splits": 1, "staged_scales": True},
             {"scaling": "blockwise", "block_m": 64, "splits": 3, "staged_scales": True},
+            # narrow tiles for decode shapes, without and with split-K
+            {"scaling": "blockwise", "block_m": 64, "block_n": 16, "splits": 1},
+            {"scaling": "blockwise", "block_m": 64, "block_n": 32, "splits": 3, "staged_scales": "tma"},
+            {"scaling": "blockwise", "block_m": 64, "block_n": 64, "splits": "auto", "staged_scales": True},
             # A's scales by TMA from the M-major copy, in each kernel and with split-K
             {"scaling": "blockwise", "overlap": True, "splits": 1, "staged_scales": "tma"},
             {"scaling": "blockwise", "overlap": False, "splits": 3, "staged_scales": "tma"},

@@ -112,6 +112,7 @@ CALLS = {
     "fp8_report.counters_table": lambda: display_text.show(_fp8_report().counters_table()),
     "fp8_report.small_m_table": lambda: display_text.show(_fp8_report().small_m_table()),
     "fp8_report.staged_table": lambda: display_text.show(_fp8_report().staged_table()),
+    "fp8_report.deepgemm_table": lambda: display_text.show(_fp8_report().deepgemm_table()),
 }
 
 # Calls whose result is a value (a number, an array, a launch, a level), a chart (the figure tests check

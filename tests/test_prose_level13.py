@@ -689,3 +689,85 @@ def test_scales_by_tma_numbers_come_from_the_h100_record():
         assert number in ZH, f"the Chinese prose lacks {number}"
     assert "as DeepGEMM does" not in EN and "DeepGEMM 就是这样做的" not in ZH
     assert "DeepGEMM's way, gains" not in EN and "（DeepGEMM 的做法）" not in ZH
+
+
+def test_narrow_tiles_numbers_come_from_the_h100_record():
+    """The narrow-tiles section: every TFLOPS figure and ratio from results/h100_13_narrow_tiles.json (one run on an
+    H100: each narrow width, both ways to the scales, beside the best recorded setting, DeepGEMM and cuBLASLt), the
+    tile counts from fp8.gemm, and the L2 bytes of A stated as counted, not measured."""
+    data = json.loads((ROOT / "gemm_course" / "results" / "h100_13_narrow_tiles.json").read_text(encoding="utf-8"))
+    assert "H100" in data["provenance"]["gpu"] and data["checks"] and all(c["passed"] for c in data["checks"])
+    assert "--narrow-tiles --peer deepgemm" in data["provenance"]["command"]
+    rows: dict[tuple[int, int, int], list[dict]] = {}
+    for r in data["narrow_records"]:
+        assert r["passed"]
+        rows.setdefault((r["M"], r["N"], r["K"]), []).append(r)
+
+    def parts(shape):
+        rs = rows[shape]
+        best = next(r for r in rs if r["level"] == LEVEL_ID and (r["setting_from"] or "").startswith(("tuner", "chapter")))
+        narrow = [r for r in rs if r["level"] == LEVEL_ID and r["params"].get("block_n", 128) < 128]
+        top = max(narrow, key=lambda r: r["tflops"])
+        peer = next(r for r in rs if r.get("baseline") == "deepgemm")
+        return best, top, peer, narrow
+
+    def ratio(x, y) -> str:
+        return f"{x['tflops'] / y['tflops']:.2f}"
+
+    def setting(r):
+        return r["params"]["block_n"], r["params"]["splits"], r["params"].get("staged_scales")
+
+    a, b = parts((64, 2112, 7168)), parts((128, 2112, 7168))
+    c, e = parts((64, 24576, 1536)), parts((64, 7168, 16384))
+    f, h = parts((128, 24576, 1536)), parts((128, 7168, 16384))
+    assert setting(a[1]) == (32, 2, "tma") and setting(b[1]) == (64, 2, "tma")
+    assert setting(c[1])[:2] == setting(e[1])[:2] == (64, 1)
+    assert f[1]["tflops"] < f[0]["tflops"] and h[1]["tflops"] < h[0]["tflops"]
+    assert a[0]["params"]["splits"] == 4 and fg.tiles(64, 2112, "blockwise") == 17
+    assert fg.tiles(64, 2112, "blockwise", 16, 64) == 132 and 17 * 4 == 68
+    sixteen = {r["params"].get("staged_scales"): r for r in a[3] if r["params"]["block_n"] == 16 and r["params"]["splits"] == 1}
+    assert max(a[3], key=lambda r: r["tflops"])["params"]["block_n"] != 16
+    assert round(132 * 64 * 7168 / 1e6) == 61 and f"{17 * 64 * 7168 / 1e6:.1f}" == "7.8"
+    assert abs(e[1]["tflops"] / e[2]["tflops"] - 1) < 0.01  # "level with it"
+    en = [f"64×32 tiles with 2 splits and the scales by TMA reach {a[1]['tflops']:.1f} TFLOPS against "
+          f"{a[0]['tflops']:.1f} ({ratio(a[1], a[0])} times); DeepGEMM reaches {a[2]['tflops']:.1f} in this run, so the "
+          f"level now runs at {ratio(a[1], a[2])} of it ({ratio(a[0], a[2])} before)",
+          f"64×64 tiles with 2 splits and the scales by TMA, {b[1]['tflops']:.1f} against {b[0]['tflops']:.1f} "
+          f"({ratio(b[1], b[0])} times); {ratio(b[1], b[2])} of DeepGEMM's {b[2]['tflops']:.1f}",
+          f"{ratio(c[1], c[0])} and {ratio(e[1], e[0])} times the best; {ratio(c[1], c[2])} of DeepGEMM at the first, "
+          f"and level with it at the second ({e[1]['tflops']:.1f} against {e[2]['tflops']:.1f} TFLOPS)",
+          f"narrow tiles lose ({ratio(f[1], f[0])} and {ratio(h[1], h[0])} times the best)",
+          f"64×16 tiles without a split reach {sixteen['tma']['tflops']:.1f} TFLOPS with them and "
+          f"{sixteen[True]['tflops']:.1f} with the small copies",
+          f"DeepGEMM is still {ratio(a[2], a[1])} and {ratio(b[2], b[1])} times as fast",
+          "about 60 MB, against 7.8 MB with 17 tiles of 128: counted from the tile sizes, not measured"]
+    says(en)
+    for number in re.findall(r"\d+\.\d+", " ".join(en)):
+        assert number in ZH, f"the Chinese prose lacks {number}"
+    assert "这是按分块大小算出的，不是实测" in ZH
+
+
+def test_against_deepgemm_numbers_come_from_the_peer_record():
+    """The "Against DeepGEMM" section: the spans and the squares' ratios from results/h100_13_deepgemm.json
+    (fp8.deepgemm.peer_table), and the table that shows them is the chapter's."""
+    from gemm_course.fp8.deepgemm import peer_table
+
+    data = json.loads((ROOT / "gemm_course" / "results" / "h100_13_deepgemm.json").read_text(encoding="utf-8"))
+    assert "H100" in data["provenance"]["gpu"] and all(r["passed"] for r in data["peer_records"])
+    rows = peer_table(data["peer_records"])
+    assert rows == fr.deepgemm_rows()
+    ours = [r["level13_over_deepgemm"] for r in rows]
+    theirs = [r["deepgemm_over_cublaslt"] for r in rows]
+    square = {r["M"]: r["level13_over_deepgemm"] for r in rows if r["M"] == r["N"] == r["K"]}
+    most = max(rows, key=lambda r: r["deepgemm_over_cublaslt"])
+    assert most["N"] == 2112 and sorted(theirs)[-2] == max(r["deepgemm_over_cublaslt"] for r in rows
+                                                               if r["N"] == 2112 and r is not most)
+    claims = [f"is the faster kernel at every one of the {len(rows)} shapes",
+              f"reaches {min(ours):.2f} to {max(ours):.2f} of its speed, {square[4096]:.2f} at 4096³ and "
+              f"{square[8192]:.2f} at 8192³, and less than 0.80 at {sum(x < 0.8 for x in ours)} shapes",
+              f"runs at {min(theirs):.2f} to {max(theirs):.2f} times the speed of block-scaled cuBLASLt"]
+    assert max(ours) < 1
+    says(claims)
+    for number in (f"{min(ours):.2f}", f"{max(ours):.2f}", f"{square[4096]:.2f}", f"{square[8192]:.2f}",
+                   f"{min(theirs):.2f}", f"{max(theirs):.2f}"):
+        assert number in ZH, f"the Chinese prose lacks {number}"

@@ -290,16 +290,25 @@ def _a_tile_words(threads: dict, tile: int) -> dict[tuple[int, int], int]:
     read by threads of several rows); its k is the one A element of row m the storing thread loaded in the
     store's interval (or the interval before, for a copy parked in registers across a barrier). Words with
     no such single element (a float4 copy, a thread that loaded none) are left out."""
-    c_rows = {t: {a.index[0] for a in seq if a.space == "global" and a.array == "C" and a.write}
-              for t, seq in threads.items()}
-    readers: dict[tuple[int, int], set] = {}  # (word, interval) -> the C rows every reader computes
+    interned: dict[frozenset, frozenset] = {}  # equal row sets are one object: `is` then skips most intersections
+    c_rows = {t: interned.setdefault(rows, rows) for t, rows in
+              ((t, frozenset(a.index[0] for a in seq if a.space == "global" and a.array == "C" and a.write))
+               for t, seq in threads.items())}
+    readers: dict[tuple[int, int], frozenset] = {}  # (word, interval) -> the C rows every reader computes
     loads: dict[tuple[tuple, int], list[tuple[int, int]]] = {}  # (thread, interval) -> A elements loaded
     for t, seq in threads.items():
-        for a in seq:
+        # Each distinct access once (equal accesses are one object, warp_access.sequences): a thread that reads a
+        # word again in the same interval changes neither the readers' rows nor the set of A elements it loaded.
+        for a in dict.fromkeys(seq):
             if a.space == "shared" and not a.write and c_rows[t]:
+                mine = c_rows[t]
                 for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
-                    rows = readers.get((word, a.interval))
-                    readers[(word, a.interval)] = set(c_rows[t]) if rows is None else rows & c_rows[t]
+                    key = (word, a.interval)
+                    rows = readers.get(key)
+                    if rows is None:
+                        readers[key] = mine
+                    elif rows is not mine:
+                        readers[key] = rows & mine
             elif a.space == "global" and a.array == "A" and not a.write:
                 loads.setdefault((t, a.interval), []).extend(
                     (a.index[0], a.index[1] + j) for j in range(max(1, a.size // 4)))

@@ -69,8 +69,15 @@ class Session:
     @property
     def child(self) -> Child:
         if self._child is None:
-            code = f"import sys; sys.path.insert(0, {course_root()!r}); " \
-                   "from gemm_course.exercises.native_child import main; main()"
+            # The packages gemm_course and gemm_course.exercises stand in as bare namespaces, so that their
+            # __init__ (the notebooks' facade: plotting, timing, widgets) is not imported: the child needs the
+            # CPU backend alone, and starts in about half the time (0.25 s against 0.45 s, measured).
+            code = (f"import sys, types, os; root = {course_root()!r}; sys.path.insert(0, root)\n"
+                    "for name in ('gemm_course', 'gemm_course.exercises'):\n"
+                    "    package = types.ModuleType(name)\n"
+                    "    package.__path__ = [os.path.join(root, *name.split('.'))]\n"
+                    "    sys.modules[name] = package\n"
+                    "from gemm_course.exercises.native_child import main; main()")
             self._child = Child([sys.executable, "-I", "-c", code], wall_s=self.wall_s)
         return self._child
 

@@ -206,7 +206,7 @@ def level13_best(M: int, N: int, K: int) -> tuple[dict[str, Any], str]:
 
 
 def _prepare_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    keys = ("stages", "block_m", "overlap", "splits", "staged_scales")
+    keys = ("stages", "block_m", "block_n", "overlap", "splits", "staged_scales")
     return {k: params[k] for k in keys if k in params}
 
 

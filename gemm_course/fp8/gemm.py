@@ -43,7 +43,10 @@ SCALINGS = ("blockwise", "per_tensor")
 THREADS = 384              # a producer warpgroup and two consumer warpgroups
 BM = 128                   # rows of C per tile: two consumers × 64
 BK = 128                   # bytes of k per stage: one 128-byte swizzle row, one scale block
-BLOCK_N_CHOICES = {"per_tensor": (256, 128), "blockwise": (128,)}  # first = default; blockwise: B's scale tile
+# First = default. blockwise: 128, B's scale tile; the 64-row kernel also narrower widths that divide it (decode
+# shapes whose N gives too few 128-wide tiles for the SMs).
+BLOCK_N_CHOICES = {"per_tensor": (256, 128), "blockwise": (128, 64, 32, 16)}
+SCALE_TILE = 128           # B's scales: one per 128×128 tile, so a blockwise tile's width divides 128
 BLOCK_M_CHOICES = {"per_tensor": (128,), "blockwise": (128, 64)}   # 64: the kernel for few rows of A
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory one block may use on sm_90
 MAX_SPLITS = 16            # split-K: enough to fill 132 SMs from 9 tiles up
@@ -72,7 +75,8 @@ def _check_scaling(scaling: str) -> None:
 
 
 def resolve_block_n(scaling: str, block_n: Optional[int] = None) -> int:
-    """The tile's width: per_tensor takes 256 (default) or 128; blockwise is 128, B's scale tile."""
+    """The tile's width: per_tensor takes 256 (default) or 128; blockwise 128 (default, B's scale tile), or with
+    block_m=64 also 64, 32 or 16 (a tile then lies inside one scale tile of B)."""
     _check_scaling(scaling)
     choices = BLOCK_N_CHOICES[scaling]
     if block_n is None:
@@ -80,9 +84,9 @@ def resolve_block_n(scaling: str, block_n: Optional[int] = None) -> int:
     if block_n not in choices:
         raise ValueError(_bilingual(
             f"block_n={block_n!r}: the {scaling} kernel takes {choices}"
-            + (" (one scale of B per 128×128 tile, so a tile is 128 wide)" if scaling == "blockwise" else ""),
+            + (" (one scale of B per 128×128 tile, so a tile's width divides 128)" if scaling == "blockwise" else ""),
             f"block_n={block_n!r}：{scaling} 内核可选 {choices}"
-            + ("（B 每个 128×128 块一个缩放因子，所以分块宽 128）" if scaling == "blockwise" else "")))
+            + ("（B 每个 128×128 块一个缩放因子，所以分块宽度须整除 128）" if scaling == "blockwise" else "")))
     return block_n
 
 
@@ -139,7 +143,8 @@ def kernel_name(scaling: str, stages: Optional[int] = None, block_n: Optional[in
     code = scales_code(staged_scales)
     staged = f", {code}" if code else ""  # the template's last argument, SCALES_GLOBAL (0) by default
     if resolve_block_m(scaling, block_m) == 64:
-        return f"fp8_gemm_blockwise_m64<{st}{staged}>"
+        bn = resolve_block_n(scaling, block_n)
+        return f"fp8_gemm_blockwise_m64<{st}{staged}>" if bn == SCALE_TILE else f"fp8_gemm_blockwise_m64<{st}, {code}, {bn}>"
     if scaling == "per_tensor":
         return f"fp8_gemm_per_tensor<{resolve_block_n(scaling, block_n)}, {st}>"
     return f"fp8_gemm_blockwise<{st}, {'true' if overlap else 'false'}{staged}>"
@@ -158,13 +163,14 @@ def tiles(M: int, N: int, scaling: str, block_n: Optional[int] = None, block_m: 
     return math.ceil(M / resolve_block_m(scaling, block_m)) * math.ceil(N / resolve_block_n(scaling, block_n))
 
 
-def auto_splits(M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[int] = None) -> int:
+def auto_splits(M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[int] = None,
+                block_n: Optional[int] = None) -> int:
     """Split-K for the blockwise kernel: how many k-ranges each tile is cut into so that the SMs are
     busy. A model, in k-block times: the units run in rounds of sm_count; a unit costs its k-blocks,
     plus, when split, a fixed cost (its slice stores, the counter, the first loads of a new k-range)
     and the last unit's reading of every slice. The two costs (6 and 2 per split) are rough values
     read off trial runs on an H200 at M = 64 and 128. With at least one tile per SM, no split."""
-    n_tiles, k_blocks = tiles(M, N, "blockwise", block_m=block_m), math.ceil(K / BK)
+    n_tiles, k_blocks = tiles(M, N, "blockwise", block_n, block_m), math.ceil(K / BK)
     if n_tiles >= sm_count:
         return 1
 
@@ -175,11 +181,12 @@ def auto_splits(M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[i
     return min(range(1, min(MAX_SPLITS, k_blocks) + 1), key=lambda s: (cost(s), s))
 
 
-def resolve_splits(splits: Any, M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[int] = None) -> int:
+def resolve_splits(splits: Any, M: int, N: int, K: int, sm_count: int = 132, block_m: Optional[int] = None,
+                   block_n: Optional[int] = None) -> int:
     """splits: "auto" (auto_splits), or a whole number from 1 to min(16, the k-blocks of K)."""
     k_blocks = math.ceil(K / BK)
     if splits in (None, "auto"):
-        return auto_splits(M, N, K, sm_count, block_m)
+        return auto_splits(M, N, K, sm_count, block_m, block_n)
     top = min(MAX_SPLITS, k_blocks)
     if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= top:
         raise ValueError(_bilingual(
@@ -260,6 +267,10 @@ def _check_setting(scaling: str, block_n: Optional[int], overlap: Any, splits: A
             "kernel reads its two scales once: leave it out",
             "staged_scales 属于 blockwise 内核（它们的缩放因子每个 k 块都变）；per_tensor 内核只读一次两个缩放因子："
             "请不要传入它"))
+    if scaling == "blockwise" and resolve_block_n(scaling, block_n) != SCALE_TILE and resolve_block_m(scaling, block_m) != 64:
+        raise ValueError(_bilingual(
+            f"block_n={block_n}: tiles narrower than 128 exist in the 64-row kernel only: add block_m=64",
+            f"block_n={block_n}：窄于 128 的分块只有 64 行的内核才有：请加上 block_m=64"))
     if resolve_block_m(scaling, block_m) == 64 and not overlap:
         raise ValueError(_bilingual(
             "block_m=64 exists with overlapped promotion only: leave overlap at True",
@@ -285,6 +296,8 @@ def setting_params(scaling: str, *, stages: Optional[int] = None, block_n: Optio
     if scaling == "per_tensor":
         params["block_n"] = bn
     else:
+        if bn != SCALE_TILE:  # records of the 128-wide tiles keep their params
+            params["block_n"] = bn
         params["overlap"] = bool(overlap)
         if splits is not None:
             params["splits"] = int(splits)
@@ -497,7 +510,7 @@ def _make_plan(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: 
     staged = dict(staged_scales=staged_scales)
     stages = resolve_stages(scaling, stages, bn, bm, **staged)
     if scaling == "blockwise":
-        resolve_splits(splits, M, N, K, block_m=bm)  # a bad split count fails here, before a GPU is needed
+        resolve_splits(splits, M, N, K, block_m=bm, block_n=bn)  # a bad split count fails here, before a GPU is needed
     _require_hopper()
     for name, x in (("A bits", a_bits), ("B bits", b_bits), ("out", out)):
         if x is not None and not _is_cupy(x):
@@ -508,7 +521,7 @@ def _make_plan(a_bits: Any, a_scales: Any, b_bits: Any, b_scales: Any, scaling: 
     kernel = _compiled_kernel(kernel_source(), _compile_options(), kernel_name(scaling, stages, bn, overlap, bm, **staged),
                               ARCH)
     units = tiles(M, N, scaling, bn, bm)
-    n_splits = resolve_splits(splits, M, N, K, _sm_count(), bm) if scaling == "blockwise" else 0
+    n_splits = resolve_splits(splits, M, N, K, _sm_count(), bm, bn) if scaling == "blockwise" else 0
     grid = (min(units * max(n_splits, 1), _sm_count()), 1, 1)  # persistent: at most one block per SM
     return _Plan(M, N, K, kernel, shared_bytes(scaling, stages, bn, bm, **staged), bm, bn, n_splits, units, grid,
                  scales_code(staged_scales))
@@ -846,7 +859,7 @@ def resolved_setting(setting: dict[str, Any], M: int, N: int, K: int, sm_count: 
     resolved; record_fp8 names its records with this)."""
     opts = {k: v for k, v in setting.items() if k != "scaling"}
     scaling = setting["scaling"]
-    splits = (resolve_splits(opts.get("splits", "auto"), M, N, K, sm_count, opts.get("block_m"))
+    splits = (resolve_splits(opts.get("splits", "auto"), M, N, K, sm_count, opts.get("block_m"), opts.get("block_n"))
               if scaling == "blockwise" else None)
     return setting_params(scaling, stages=opts.get("stages"), block_n=opts.get("block_n"),
                           overlap=opts.get("overlap", True), splits=splits, block_m=opts.get("block_m"),
@@ -1181,7 +1194,8 @@ def record_fp8_counters(out: str, shapes: Sequence[SizeLike] = COUNTER_SHAPES,
         raise RuntimeError(NO_NCU)
     say = progress or (lambda _: None)
     plan = [(_shape(size), dict(step)) for size in shapes for step in steps
-            if not (step.get("splits") == "auto" and auto_splits(*_shape(size), _sm_count(), step.get("block_m")) == 1)]
+            if not (step.get("splits") == "auto"
+                    and auto_splits(*_shape(size), _sm_count(), step.get("block_m"), step.get("block_n")) == 1)]
     method = (f"ncu {ncu_version(ncu)} --clock-control none -k regex:fp8_gemm --metrics "
               f"{','.join(FP8_COUNTER_METRICS.values())} --csv --page raw --print-units base; one launch per "
               "(shape, step) in one process after an unprofiled launch of the same kernel (compile, checked)")
@@ -1203,7 +1217,7 @@ def record_fp8_counters(out: str, shapes: Sequence[SizeLike] = COUNTER_SHAPES,
     for i, ((M, N, K), step) in enumerate(plan):
         values = rows[2 * i + 1]["values"]
         metrics = {key: values.get(name) for key, name in FP8_COUNTER_METRICS.items()}
-        splits = (resolve_splits(step.get("splits"), M, N, K, _sm_count(), step.get("block_m"))
+        splits = (resolve_splits(step.get("splits"), M, N, K, _sm_count(), step.get("block_m"), step.get("block_n"))
                   if step["scaling"] == "blockwise" else None)
         params = setting_params(step["scaling"], block_n=step.get("block_n"), overlap=step.get("overlap", True),
                                 splits=splits, block_m=step.get("block_m"))

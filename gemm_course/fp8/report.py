@@ -507,6 +507,62 @@ def staged_table() -> Any:
                       f"缩放因子经共享内存：实测的成对结果及其计数器（{lines} 行）"), timing, profile)
 
 
+def _recorded_file(key: str) -> dict[str, Any]:
+    """The recorded file holding `key` ("peer_records", "narrow_records"): {"records", "provenance", "file"}."""
+    for path in results.recorded_files():
+        data = results.load(path)
+        if data.get(key):
+            return {"records": data[key], "provenance": data["provenance"], "file": path.name}
+    raise LookupError(f"no recorded file with {key} · 没有含 {key} 的实测记录")
+
+
+def deepgemm_rows() -> list[dict[str, Any]]:
+    """The DeepGEMM comparison (fp8.deepgemm.peer_table of the recorded peer run): one row per shape."""
+    from gemm_course.fp8.deepgemm import peer_table
+
+    return peer_table(_recorded_file("peer_records")["records"])
+
+
+def narrow_rows() -> list[dict[str, Any]]:
+    """Per decode shape of the narrow-tiles run: the best recorded setting, the fastest narrow tile and DeepGEMM,
+    all from that one run."""
+    run = _recorded_file("narrow_records")["records"]
+    out = []
+    for shape in dict.fromkeys((r["M"], r["N"], r["K"]) for r in run):
+        rs = [r for r in run if (r["M"], r["N"], r["K"]) == shape]
+        best = next(r for r in rs if r["level"] == LEVEL_ID and (r["setting_from"] or "").startswith(("tuner", "chapter")))
+        top = max((r for r in rs if r["level"] == LEVEL_ID and r["params"].get("block_n", 128) < 128),
+                  key=lambda r: r["tflops"])
+        peer = next(r for r in rs if r.get("baseline") == "deepgemm")
+        out.append({"shape": shape, "best": best, "narrow": top, "deepgemm": peer})
+    return out
+
+
+def deepgemm_table() -> Any:
+    """Folded: the recorded DeepGEMM run (every shape: the three GEMMs and their ratios), then the narrow-tiles run."""
+    peer = _recorded_file("peer_records")
+    rows = deepgemm_rows()
+    timing = Table([bilingual_text("shape", "形状"), "DeepGEMM", bilingual_text("cuBLASLt, block-scaled", "cuBLASLt，分块缩放"),
+                    bilingual_text("Level 13", "第 13 级"), bilingual_text("Level 13 / DeepGEMM", "第 13 级 / DeepGEMM"),
+                    bilingual_text("DeepGEMM / cuBLASLt", "DeepGEMM / cuBLASLt")],
+                   [[f"{r['M']}×{r['N']}×{r['K']}", f"{r['deepgemm_tflops']:.1f}", f"{r['cublaslt_blockwise_tflops']:.1f}",
+                     f"{r['level13_tflops']:.1f}", f"{r['level13_over_deepgemm']:.2f}", f"{r['deepgemm_over_cublaslt']:.2f}"]
+                    for r in rows],
+                   caption=from_message(where(peer["provenance"])))
+    narrow_run = _recorded_file("narrow_records")
+    narrow = Table([bilingual_text("shape", "形状"), bilingual_text("best so far", "此前最佳"),
+                    bilingual_text("fastest narrow tile", "最快的窄分块"), "DeepGEMM",
+                    bilingual_text("narrow / DeepGEMM", "窄分块 / DeepGEMM")],
+                   [["×".join(map(str, r["shape"])), f"{r['best']['tflops']:.1f}",
+                     f"{r['narrow']['tflops']:.1f} (64×{r['narrow']['params']['block_n']}, "
+                     f"splits={r['narrow']['params']['splits']})", f"{r['deepgemm']['tflops']:.1f}",
+                     f"{r['narrow']['tflops'] / r['deepgemm']['tflops']:.2f}"] for r in narrow_rows()],
+                   caption=from_message(where(narrow_run["provenance"])))
+    lines = len(timing.rows) + len(narrow.rows)
+    return Fold(bilingual_text(f"Against DeepGEMM: the recorded runs in TFLOPS ({lines} rows)",
+                               f"与 DeepGEMM 对比：实测结果，单位 TFLOPS（{lines} 行）"), timing, narrow)
+
+
 def counters_table() -> Any:
     """The recorded counters of every step at 4096³ and 64×7168×16384, as a table."""
     from IPython.display import HTML

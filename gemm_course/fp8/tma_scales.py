@@ -86,7 +86,7 @@ def check_shape(setting: dict[str, Any], shape: tuple[int, int, int], seed: int 
     outside = int((buffer[:guard] != fg.BF16_NAN).sum() + (buffer[-guard:] != fg.BF16_NAN).sum())
     err = cupy.abs(got - ref) / allowed
     ratio = float("inf") if unwritten else float(err.max())
-    depth = fg.resolve_stages("blockwise", stages, block_m=options.get("block_m"),
+    depth = fg.resolve_stages("blockwise", stages, options.get("block_n"), options.get("block_m"),
                               staged_scales=options.get("staged_scales", False))
     return {"check": "odd shape", "setting": {**options, "stages": depth}, "M": M, "N": N, "K": K,
             "max_error_ratio": ratio, "unwritten": unwritten, "written_outside": outside,
@@ -109,7 +109,7 @@ def check_counters_cut_short(options: dict[str, Any], shape: tuple[int, int, int
     ops = fg.random_fp8_operands(M, N, K, "blockwise", seed=seed, xp=cupy)
     launch, C = fg.prepare(*ops, scaling="blockwise", **options)
     bm = fg.resolve_block_m("blockwise", options.get("block_m"))
-    counters = fixup_counters(fg.tiles(M, N, "blockwise", block_m=bm), C.device.id,
+    counters = fixup_counters(fg.tiles(M, N, "blockwise", options.get("block_n"), bm), C.device.id,
                               cupy.cuda.get_current_stream().ptr)
     splits = options["splits"]
     C.fill(fg.BF16_NAN)
@@ -256,6 +256,11 @@ def run_checks(progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
                     {"block_m": 64, "splits": 3, "staged_scales": "tma"}, {"splits": 4, "staged_scales": "tma"}):
         rows += check_counters_cut_short(options)
     rows += check_stream_k_cut_short()
+    return reported(rows, progress)
+
+
+def reported(rows: list[dict[str, Any]], progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """The check rows, after saying how many failed and which (the first 20)."""
     failed = [r for r in rows if not r["passed"]]
     progress(f"checks: {len(rows)} run, {len(failed)} failed")
     for r in failed[:20]:
@@ -266,22 +271,31 @@ def run_checks(progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
 def record_tma_scales(out: str, sizes: Optional[Sequence[Any]] = None, peer: Optional[str] = None,
                       progress: Callable[[str], None] = print) -> dict[str, Any]:
     """The whole run (see the module's docstring): compile, check, then time; the result file at `out`."""
+    return checked_then_timed(out, kernel_names(), run_checks, sizes, peer, variants, RECORDS_KEY, progress)
+
+
+def checked_then_timed(out: str, names: Sequence[str], checks: Callable[[Callable[[str], None]], list[dict[str, Any]]],
+                       sizes: Optional[Sequence[Any]], peer: Optional[str], variants: Any, records_key: str,
+                       progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """A checked recording (this module's, fp8.narrow_tiles'): compile `names` in parallel, run `checks`; a failed
+    check writes the checks alone and stops before timing; else deepgemm.record_peer times the variants, the checks
+    kept in the file under "checks"."""
     import time
+    from pathlib import Path
 
     from gemm_course.fp8 import deepgemm
     from gemm_course.measure.bench import _write_json, provenance
-    from pathlib import Path
 
     fg._require_hopper()
     t0 = time.time()
-    warm_compile(kernel_names())
-    progress(f"compiled {len(kernel_names())} kernels in {time.time() - t0:.0f} s")
+    warm_compile(names)
+    progress(f"compiled {len(names)} kernels in {time.time() - t0:.0f} s")
     t0 = time.time()
-    checks = run_checks(progress)
+    rows = checks(progress)
     progress(f"checks took {time.time() - t0:.0f} s")
-    if not all(r["passed"] for r in checks):
+    if not all(r["passed"] for r in rows):
         _write_json(Path(out), {"schema": 1, "provenance": provenance("checks only: a check failed, nothing timed"),
-                                "records": [], "checks": checks})
+                                "records": [], "checks": rows})
         raise SystemExit("a check failed: nothing timed (see the file's checks)")
-    return deepgemm.record_peer(out, sizes, peer=peer, variants=variants, records_key=RECORDS_KEY,
-                                extra={"checks": checks}, progress=progress)
+    return deepgemm.record_peer(out, sizes, peer=peer, variants=variants, records_key=records_key,
+                                extra={"checks": rows}, progress=progress)

@@ -265,13 +265,41 @@ def sequences(log: Any) -> dict[tuple[int, int, int], dict[tuple[int, int, int],
             base, _, item = log.arrays[name]
             index = tuple(int(v) for v in _global_index(shapes.get(name, ()), (a - base) // item))
             named.append((name, index, f"{name}[{', '.join(map(str, index))}]"))
-    threads = {t: (t % bx, t // bx % by, t // (bx * by)) for t in np.unique(rec["thread"][keep]).tolist()}
-    for n, interval, block, thread, size, flag, pc in zip(inverse.tolist(), *(rec[f][keep].tolist() for f in
-                                                          ("interval", "block", "thread", "size", "flags", "pc"))):
+    # Equal accesses (element, interval, line, size, kind) are one Access object, made once; the records are
+    # then grouped per (block, thread) by a stable sort, which keeps each thread's program order.
+    kept = rec[keep]
+    pcs, pc_code = np.unique(kept["pc"], return_inverse=True)
+    # the five fields in one integer (mixed radix: each field's range from the data), so that one 1-D unique groups them
+    fields = [inverse.astype(np.int64), kept["interval"].astype(np.int64), pc_code.astype(np.int64),
+              kept["size"].astype(np.int64), kept["flags"].astype(np.int64) & 7]
+    radix = [int(f.max()) + 1 for f in fields]
+    packed = np.zeros(len(kept), dtype=np.int64)
+    for f, r in zip(fields, radix):
+        packed = packed * r + f
+    kinds_packed, kind_of = np.unique(packed, return_inverse=True)
+    kinds = []
+    for value in kinds_packed.tolist():
+        parts = []
+        for r in reversed(radix):
+            value, part = divmod(value, r)
+            parts.append(part)
+        kinds.append(parts[::-1])
+    line_of = [lines[int(pc)] for pc in pcs.tolist()]
+    made = []
+    for n, interval, pc, size, flag in kinds:
         name, index, element = named[n]
-        out[tuple(blocks[block])].setdefault(threads[thread], []).append(
-            Access(interval, "shared" if flag & 2 else "global", name, bool(flag & 1), lines[pc], index, element,
-                   size, bool(flag & 4)))
+        made.append(Access(interval, "shared" if flag & 2 else "global", name, bool(flag & 1), line_of[pc], index,
+                           element, size, bool(flag & 4)))
+    owner = kept["block"].astype(np.int64) * (1 << 20) + kept["thread"].astype(np.int64)
+    order = np.argsort(owner, kind="stable")
+    accesses = [made[k] for k in kind_of.reshape(-1)[order].tolist()]
+    owners, starts = np.unique(owner[order], return_index=True)
+    first_seen = order[starts]  # each thread's first record: threads are listed in the order they first appear
+    ends = dict(zip(starts.tolist(), [*starts[1:].tolist(), len(order)]))
+    for i in np.argsort(first_seen, kind="stable").tolist():
+        block, t = divmod(int(owners[i]), 1 << 20)
+        start = int(starts[i])
+        out[tuple(blocks[block])][(t % bx, t // bx % by, t // (bx * by))] = accesses[start:ends[start]]
     return out
 
 

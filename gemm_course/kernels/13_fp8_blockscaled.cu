@@ -33,8 +33,9 @@
 //                                 (the Tensor Cores idle meanwhile); OVERLAP = true: two partial-sum
 //                                 buffers, so the next k-block's wgmma runs while this one is promoted.
 //                                 SCALES (b and c): where the consumers find the scales, see below.
-//   (c) fp8_gemm_blockwise_m64    kernel (b) for few rows of A (decode shapes): 64×128 tiles whose two
-//                                 consumers split the columns (m64n64k32 each); see the end of the file.
+//   (c) fp8_gemm_blockwise_m64    kernel (b) for few rows of A (decode shapes): 64×BN tiles (BN = 128,
+//                                 64, 32 or 16) whose two consumers split the columns (m64n(BN/2)k32
+//                                 each); see the end of the file.
 //
 // SPLIT-K (kernel b, `splits` > 1). When C has few tiles (M = 64 or 128 rows of tokens against a
 // weight matrix: N/128 tiles for 132 SMs) each tile's k-blocks are cut into `splits` ranges, one work
@@ -116,6 +117,7 @@ constexpr int FP8_BM = 128;               // rows of a tile: two consumers × 64
 constexpr int FP8_BK = 128;               // k per stage: 128 bytes = one swizzle row = one scale block
 constexpr int FP8_A_BYTES = FP8_BM * FP8_BK;
 constexpr int FP8_CONSUMER_WARPS = 8;
+constexpr int FP8_SCALE_N = 128;          // columns of C (rows of B) per scale of B: its 128×128 scale tiles
 
 // Where the consumers find the scales (the template argument SCALES of kernels b and c; see above).
 constexpr int SCALES_GLOBAL = 0, SCALES_STAGED = 1, SCALES_TMA = 2;
@@ -261,7 +263,7 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
                 tma_load(b_base + s * B_BYTES, map_b, kb * FP8_BK, w.n0, bar);
                 if constexpr (SCALES == SCALES_TMA) {  // row kb of the M-major copy, its BM floats from row m0 on
                     tma_load(scale_base + s * SLOT, map_a_scales, w.m0, kb, bar);
-                    copy_scale(scale_base + s * SLOT + 4 * BM, b_scales + (size_t)(w.n0 / BN) * k_blocks + kb);
+                    copy_scale(scale_base + s * SLOT + 4 * BM, b_scales + (size_t)(w.n0 / FP8_SCALE_N) * k_blocks + kb);
                     arrive_when_copied(bar);  // B's scale: the barrier's second arrival
                 }
             }
@@ -270,7 +272,7 @@ __device__ __forceinline__ void produce(const TensorMap* map_a, const TensorMap*
                 // Rows past M (never stored) take row M - 1's scale: every address stays inside the array.
                 for (int r = lane; r < BM; r += 32)
                     copy_scale(slot + 4 * r, a_scales + (size_t)min(w.m0 + r, M - 1) * k_blocks + kb);
-                if (lane == 0) copy_scale(slot + 4 * BM, b_scales + (size_t)(w.n0 / BN) * k_blocks + kb);
+                if (lane == 0) copy_scale(slot + 4 * BM, b_scales + (size_t)(w.n0 / FP8_SCALE_N) * k_blocks + kb);
                 arrive_when_copied(bar);
                 __syncwarp();
             }
@@ -395,7 +397,7 @@ struct BlockScales {
 };
 
 // The scales a consumer thread of a tile at (m0, n0) reads; my_row: its top row in the tile (and + 8).
-template <int SCALES, int BM, int BN>
+template <int SCALES, int BM>
 __device__ __forceinline__ BlockScales<SCALES, BM> scales_for(const float* a_scales, const float* b_scales,
                                                               const float* stages, const WorkUnit& w, int M,
                                                               int k_blocks, int my_row)
@@ -403,7 +405,7 @@ __device__ __forceinline__ BlockScales<SCALES, BM> scales_for(const float* a_sca
     // Rows past M (never stored) read row M - 1's scales, so every address stays inside the array.
     return {a_scales + (size_t)min(w.m0 + my_row, M - 1) * k_blocks,
             a_scales + (size_t)min(w.m0 + my_row + 8, M - 1) * k_blocks,
-            b_scales + (size_t)(w.n0 / BN) * k_blocks, stages, my_row};
+            b_scales + (size_t)(w.n0 / FP8_SCALE_N) * k_blocks, stages, my_row};  // a tile lies in one scale tile of B
 }
 
 // The thread's two rows in one slice of the workspace: register 4j + i is row (+8 if i ≥ 2), column
@@ -570,7 +572,7 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
     int it = 0;
     for (int u = blockIdx.x; u < unit_count<BN>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN>(u, M, N, k_blocks, splits);
-        const auto scales = scales_for<SCALES, FP8_BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
+        const auto scales = scales_for<SCALES, FP8_BM>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
         float acc[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
@@ -602,26 +604,32 @@ fp8_gemm_blockwise(const TensorMap* __restrict__ map_a, const TensorMap* __restr
     }
 }
 
-// --- (c) the same scales and promotion for FEW ROWS of A: 64×128 tiles ----------------------------------
+// --- (c) the same scales and promotion for FEW ROWS of A: 64×BN tiles ----------------------------------
 //
 // With M = 64 tokens, kernel (b)'s 128-row tile computes 64 rows of zeros: half of every wgmma is
-// wasted, and N/128 tiles leave most SMs idle. Here a tile is 64 rows × 128 columns, and the two
-// consumers split it by COLUMNS: consumer c computes columns 64c…64c+63 with m64n64k32 (32 accumulators
-// per thread, so acc + two partial sums = 96 registers). Both read the same 64 rows of A; their halves
-// of B start 64 rows × 128 B = 8 KB apart in the stage. The 128 columns are still one 128×128 scale tile
-// of B, so one B scale per k-block serves both. Promotion is overlapped as in (b), and split-K works
-// the same way.
+// wasted, and N/128 tiles leave most SMs idle. Here a tile is 64 rows × BN columns, and the two
+// consumers split it by COLUMNS: consumer c computes columns c·BN/2 … (c+1)·BN/2 − 1 with m64n(BN/2)k32
+// (BN/4 accumulators per thread: 32 for BN = 128, so acc + two partial sums = 96 registers). Both read
+// the same 64 rows of A; their halves of B start BN/2 rows × 128 B apart in the stage. BN divides 128, so
+// a tile's columns lie in one 128×128 scale tile of B and one B scale per k-block serves both. Promotion
+// is overlapped as in (b), and split-K works the same way.
 //
-//   stage:  A 64 rows × 128 B (8 KB)  |  B 128 rows × 128 B (16 KB): consumer 0 ← rows 0–63, 1 ← 64–127
+// BN < 128 (64, 32, 16) is for decode shapes whose N gives too few 128-wide tiles: at M = 64 and
+// N = 2112, BN = 128 makes 17 tiles for 132 SMs (split-K then cuts each into k-ranges), BN = 16 makes 132.
+// A narrower tile reads A again for every BN columns (from L2: A is small) and gives each wgmma less
+// work; which width wins at which shape is measured, not assumed (the autotuner tries each).
+//
+//   stage (BN = 128):  A 64 rows × 128 B (8 KB)  |  B 128 rows × 128 B (16 KB): consumer 0 ← rows 0–63, 1 ← 64–127
 
-template <int STAGES, int SCALES = SCALES_GLOBAL>
+template <int STAGES, int SCALES = SCALES_GLOBAL, int BN = 128>
 __global__ void __launch_bounds__(384, 1)
 fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __restrict__ map_b,
                        const TensorMap* __restrict__ map_a_scales, const float* __restrict__ a_scales,
                        const float* __restrict__ b_scales, u16* __restrict__ C, int M, int N, int K, int splits,
                        float* __restrict__ workspace, int* __restrict__ tile_counters, unsigned epoch)
 {
-    constexpr int BM = 64, BN = 128, REGS = 32, A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
+    static_assert(BN == 128 || BN == 64 || BN == 32 || BN == 16, "BN divides B's 128-row scale tile; n = BN/2 ≥ 8");
+    constexpr int BM = 64, REGS = BN / 4, A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK;
     extern __shared__ unsigned char smem[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ int last_flag;
@@ -632,14 +640,14 @@ fp8_gemm_blockwise_m64(const TensorMap* __restrict__ map_a, const TensorMap* __r
         return;
     const float* stage_scales = reinterpret_cast<const float*>(smem + (scale_base - smem_u32(smem)));
 
-    const int thread = threadIdx.x % 128, cols = (threadIdx.x / 128 - 1) * 64;  // this consumer's columns
+    const int thread = threadIdx.x % 128, cols = (threadIdx.x / 128 - 1) * (BN / 2);  // this consumer's columns
     const bool releaser = thread % 32 == 0;
     const int my_row = (thread / 32) * 16 + (thread % 32) / 4;  // in the tile; and my_row + 8
     const int k_blocks = (K + FP8_BK - 1) / FP8_BK;
     int it = 0;
     for (int u = blockIdx.x; u < unit_count<BN, BM>(M, N, splits); u += gridDim.x) {
         const WorkUnit w = work_unit<BN, BM>(u, M, N, k_blocks, splits);
-        const auto scales = scales_for<SCALES, BM, BN>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
+        const auto scales = scales_for<SCALES, BM>(a_scales, b_scales, stage_scales, w, M, k_blocks, my_row);
         float acc[REGS];
 #pragma unroll
         for (int i = 0; i < REGS; ++i) acc[i] = 0.0f;

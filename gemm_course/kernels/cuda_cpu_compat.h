@@ -243,6 +243,12 @@ inline void __pipeline_wait_prior(size_t n) { gc_cpu::pipeline_wait_prior(n); }
 #define GC_RUNTIME __attribute__((no_sanitize_thread))
 
 namespace gc_cpu {
+#ifndef GC_CPU_KERNEL_ONLY
+// SPLIT BUILD. The runtime (everything down to "calling a kernel" below, the exported helpers and the race
+// detector's hooks) is compiled ONCE per compiler and flags into an object of its own, which every kernel's
+// library links (cpu_backend._runtime_object); a kernel's translation unit defines GC_CPU_KERNEL_ONLY and
+// sees only the declarations it calls. The library is the same code either way: both objects are linked
+// into it, and the inline variables they share (builtins, rt, race) are one object each after linking.
 
 // An array argument in its guarded buffer: data at [address, address + bytes), inside a reservation
 // that reaches `guard` bytes before and after it (none of it mapped except the data's pages).
@@ -436,7 +442,7 @@ GC_RUNTIME inline void poison_shared_memory() {
     if (rt.dynamic_shared_bytes) std::memset(rt.dynamic_shared, 0xFF, rt.dynamic_shared_bytes);
 }
 
-GC_RUNTIME inline void* dynamic_shared_memory() { return rt.dynamic_shared; }
+GC_RUNTIME void* dynamic_shared_memory() { return rt.dynamic_shared; }
 
 
 // ---- shared-memory race detector ----------------------------------------------------------------
@@ -823,7 +829,7 @@ GC_RUNTIME __attribute__((noinline)) void pipeline_memcpy_async(void* dst, const
     f.pending[f.pending_count++] = PendingCopy{dst, src, bytes, zfill, -1, pc};  // -1: not committed
 }
 
-GC_RUNTIME inline void pipeline_commit() {
+GC_RUNTIME void pipeline_commit() {
     Fiber& f = self();
     for (int i = 0; i < f.pending_count; ++i)
         if (f.pending[i].batch < 0) f.pending[i].batch = f.next_batch;
@@ -831,7 +837,7 @@ GC_RUNTIME inline void pipeline_commit() {
 }
 
 // cp.async.wait_group n / __pipeline_wait_prior(n): all but the newest n committed batches land.
-GC_RUNTIME inline void pipeline_wait_prior(size_t n) { complete_copies(self().next_batch - (long long)n); }
+GC_RUNTIME void pipeline_wait_prior(size_t n) { complete_copies(self().next_batch - (long long)n); }
 
 // Switching: the side that stops saves its place with _setjmp and jumps to the other's place.
 // Unlike swapcontext, _setjmp/_longjmp make no system call (they leave the signal mask alone).
@@ -1129,7 +1135,7 @@ GC_RUNTIME inline void report_race(ErrorInfo* err) {
 
 // ---- the launch ---------------------------------------------------------------------------------
 
-GC_RUNTIME inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err) {
+GC_RUNTIME int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err) {
     std::memset(err, 0, sizeof *err);
     for (int i = 0; i < 3; ++i)
         if (cfg->grid[i] < 1 || cfg->block[i] < 1) {
@@ -1339,6 +1345,12 @@ GC_RUNTIME inline int run_grid(const LaunchConfig* cfg, void (*body)(void*), voi
     return err->code = code;
 }
 
+#else  // a kernel's own translation unit: the runtime is declared here, defined in its object
+struct LaunchConfig;
+struct ErrorInfo;
+#endif  // GC_CPU_KERNEL_ONLY
+int run_grid(const LaunchConfig* cfg, void (*body)(void*), void* closure, ErrorInfo* err);
+
 // ---- calling a kernel with arguments from Python ------------------------------------------------
 // Python passes void* args[i] pointing at a value of the i-th parameter's type; the parameter
 // types come from the kernel's own signature, so extra scalars or pointers need no changes here.
@@ -1391,6 +1403,7 @@ template <class... P> inline const char* signature(void (*)(P...)) {
 }  // namespace gc_cpu
 
 
+#ifndef GC_CPU_KERNEL_ONLY  // the exported helpers below are the runtime's
 // Guarded buffers for the kernel's arrays: the data's pages inside a reservation of unmapped
 // (PROT_NONE) address space kArrayGuardBytes long on each side, so an index out of range faults at
 // once however far it goes (up to 32 MiB) or lands in the tail padding, which Python fills and checks;
@@ -1444,6 +1457,8 @@ GC_CPU_EXPORT void* gc_stack_pool() {
     return stacks;
 }
 
+#endif  // GC_CPU_KERNEL_ONLY
+
 // The entry points of one kernel instantiation: gc_signature() and gc_launch().
 #define GC_CPU_ENTRY(...)                                                                          \
     GC_CPU_EXPORT const char* gc_signature() { return ::gc_cpu::signature(&__VA_ARGS__); }         \
@@ -1453,6 +1468,7 @@ GC_CPU_EXPORT void* gc_stack_pool() {
     }
 
 
+#ifndef GC_CPU_KERNEL_ONLY  // the hooks are the runtime's: defined in its object only
 // The instrumentation's entry points (see "shared-memory race detector"): every load and store of a
 // library built with -fsanitize=thread calls one of these; only shared-memory words are tracked.
 #ifdef GC_CPU_RACE_CHECK
@@ -1484,3 +1500,4 @@ GC_NS void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_
 #undef GC_RACE_HOOKS
 #undef GC_NS
 #endif
+#endif  // GC_CPU_KERNEL_ONLY

@@ -144,13 +144,35 @@ GEMM_DEFINE_WGMMA_N64(wgmma_m64n64k32_e4m3, "m64n64k32.f32.e4m3.e4m3", "1, 1")
 GEMM_DEFINE_WGMMA_N128(wgmma_m64n128k32_e4m3, "m64n128k32.f32.e4m3.e4m3", "1, 1")
 GEMM_DEFINE_WGMMA_N256(wgmma_m64n256k32_e4m3, "m64n256k32.f32.e4m3.e4m3", "1, 1")
 
-// One name for the FP8 kernels: the shape (n = 64, 128 or 256) from the accumulator count.
+// Narrow tiles for few rows of A (Level 13's kernel (c) with BN = 64, 32 or 16: each consumer
+// computes BN/2 columns): n = 32, 16 and 8, with 16, 8 and 4 accumulators per thread. OPERANDS: the
+// accumulators' places %0…; SCALE_D, DESCS: the places of scale-d and of the two descriptors after them.
+#define GEMM_DEFINE_WGMMA_E4M3_NARROW(N, REGS, OPERANDS, SCALE_D, DESCS, ...)                              \
+__device__ __forceinline__ void wgmma_m64n##N##k32_e4m3(float (&d)[REGS], unsigned long long desc_a,      \
+                                                      unsigned long long desc_b, int scale_d)            \
+{                                                                                                       \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"                                   \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" OPERANDS "}, " DESCS ", p, 1, 1;\n}\n" \
+                 : __VA_ARGS__ : "l"(desc_a), "l"(desc_b), "r"(scale_d));                               \
+}
+GEMM_DEFINE_WGMMA_E4M3_NARROW(32, 16, "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15", "%18", "%16, %17",
+                              "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]))
+GEMM_DEFINE_WGMMA_E4M3_NARROW(16, 8, "%0, %1, %2, %3, %4, %5, %6, %7", "%10", "%8, %9",
+                              "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]))
+GEMM_DEFINE_WGMMA_E4M3_NARROW(8, 4, "%0, %1, %2, %3", "%6", "%4, %5",
+                              "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]))
+
+// One name for the FP8 kernels: the shape (n = 8 … 256) from the accumulator count.
 template <int REGS>
 __device__ __forceinline__ void wgmma_m64k32_e4m3(float (&d)[REGS], unsigned long long desc_a,
                                                   unsigned long long desc_b, int scale_d)
 {
-    static_assert(REGS == 32 || REGS == 64 || REGS == 128, "FP8 wgmma wrappers exist for n = 64, 128 and 256");
-    if constexpr (REGS == 32) wgmma_m64n64k32_e4m3(d, desc_a, desc_b, scale_d);
+    static_assert(REGS == 4 || REGS == 8 || REGS == 16 || REGS == 32 || REGS == 64 || REGS == 128,
+                  "FP8 wgmma wrappers exist for n = 8, 16, 32, 64, 128 and 256");
+    if constexpr (REGS == 4) wgmma_m64n8k32_e4m3(d, desc_a, desc_b, scale_d);
+    else if constexpr (REGS == 8) wgmma_m64n16k32_e4m3(d, desc_a, desc_b, scale_d);
+    else if constexpr (REGS == 16) wgmma_m64n32k32_e4m3(d, desc_a, desc_b, scale_d);
+    else if constexpr (REGS == 32) wgmma_m64n64k32_e4m3(d, desc_a, desc_b, scale_d);
     else if constexpr (REGS == 64) wgmma_m64n128k32_e4m3(d, desc_a, desc_b, scale_d);
     else wgmma_m64n256k32_e4m3(d, desc_a, desc_b, scale_d);
 }

@@ -1,7 +1,8 @@
 """Where compiled kernels are kept between processes, and how that folder stays small.
 
 Two caches live under $XDG_CACHE_HOME/gemm_course (else ~/.cache/gemm_course): `cpu/` (the CPU backend's
-shared libraries and its precompiled compat header, pch/; $GEMM_COURSE_CPU_CACHE moves it) and `nvrtc/`
+shared libraries, its precompiled compat header, pch/, and its runtime compiled once, runtime/;
+$GEMM_COURSE_CPU_CACHE moves it) and `nvrtc/`
 (NVRTC's CUBINs for the compile reports). CuPy keeps its own in $CUPY_CACHE_DIR, else ~/.cupy/kernel_cache.
 
 A folder that cannot be written (a read-only home) is replaced by one under the system's temporary folder,
@@ -11,7 +12,7 @@ error says so in one line.
 Every edit a learner grades compiles a new kernel (about 170 KB), so each cache is pruned, at most once per
 process when it is first written: beyond $GEMM_COURSE_CACHE_MB megabytes (default 256; 0: no limit) the
 least recently used files go first (a file is touched each time it is used), and of the precompiled headers
-only the two newest stay (one with the race detector, one without).
+and of the runtime objects only the two newest stay (one with the race detector, one without).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from typing import Optional
 
 LIMIT_ENV = "GEMM_COURSE_CACHE_MB"
 DEFAULT_LIMIT_MB = 256
-KEEP_PCH = 2            # precompiled headers kept: the race-detector build's and the plain one's
+KEEP_PCH = 2            # precompiled headers (and runtime objects) kept: the race-detector build's and the plain one's
+BUILT_ONCE = ("pch", "runtime")  # folders of things built once per compiler and flags (cpu_backend)
 RECENT_S = 600          # a file used this recently is never removed (another process may be loading it)
 STALE_TMP_S = 3600      # a temporary folder left by a process that was killed
 
@@ -161,7 +163,8 @@ def _remove(path: Path) -> None:
 
 def prune(folder: Path, limit: Optional[float] = None, now: Optional[float] = None, force: bool = False) -> list[Path]:
     """Remove from `folder` the least recently used entries beyond `limit` bytes (default limit_bytes()), every
-    precompiled header folder in pch/ but the KEEP_PCH newest, and temporary folders of killed processes.
+    precompiled header folder in pch/ and runtime object in runtime/ but the KEEP_PCH newest of each, and
+    temporary folders of killed processes.
     At most once per process and folder unless force; entries used in the last RECENT_S seconds stay. Returns
     what was removed."""
     folder = Path(folder)
@@ -175,15 +178,17 @@ def prune(folder: Path, limit: Optional[float] = None, now: Optional[float] = No
         if tmp.is_dir() and now - _mtime(tmp) > STALE_TMP_S:
             _remove(tmp)
             removed.append(tmp)
-    pch = sorted((p for p in (folder / "pch").glob("*") if p.is_dir()), key=_mtime, reverse=True)
-    for old in pch[KEEP_PCH:]:
-        if now - _mtime(old) > RECENT_S:
-            _remove(old)
-            removed.append(old)
+    for kept in BUILT_ONCE:  # precompiled headers and runtime objects: the newest few of each
+        built = sorted((p for p in (folder / kept).glob("*") if not p.name.startswith("tmp")), key=_mtime,
+                       reverse=True)
+        for old in built[KEEP_PCH:]:
+            if now - _mtime(old) > RECENT_S:
+                _remove(old)
+                removed.append(old)
     if not limit:
         return removed
-    entries = [p for p in (*folder.iterdir(), *(folder / "pch").glob("*")) if p.name != "pch"
-               and p not in removed and not (p.is_dir() and p.name.startswith("tmp"))]
+    entries = [p for p in (*folder.iterdir(), *(q for kept in BUILT_ONCE for q in (folder / kept).glob("*")))
+               if p.name not in BUILT_ONCE and p not in removed and not (p.is_dir() and p.name.startswith("tmp"))]
     sizes = {p: _size(p) for p in entries}
     total = sum(sizes.values())
     for path in sorted(entries, key=_mtime):  # least recently used first
