@@ -13,6 +13,13 @@ for _name in ("LC_ALL", "LC_MESSAGES", "LANG"):
     if os.environ.get(_name, "").lower().startswith("zh"):
         os.environ[_name] = "C.UTF-8"
 
+# One BLAS thread per process. The tests run one process per core (xdist) and each computes float64 references with
+# NumPy's matrix product; OpenBLAS's own threads then wait for work by spinning, on cores the other workers need
+# (perf over two gradings: 6.7% of all samples in its blas_thread_server). Set here, before any worker or notebook
+# kernel starts, so that each inherits it; a value the runner sets itself is kept.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 # A shell starts a background job (`pytest &`, nohup, some CI runners) with SIGINT ignored, and Python then
 # keeps ignoring it: the Ctrl-C tests' own SIGINT would never arrive and a spinning kernel would run forever.
 # Python's own handler back (it raises KeyboardInterrupt), in every xdist worker too.

@@ -11,7 +11,9 @@ by a backslash-newline, a macro name rebuilt by token pasting). So:
 2. **The tokens are screened**: nothing that switches the CPU run's instrumentation off or steps around it
    (`__attribute__`, `[[...]]` attributes, `asm`, `#pragma` other than `unroll`, compiler builtins such as
    `__atomic_*` / `__sync_*` / `__builtin_*`), and no reserved name (`__x`, `_X`) that is not part of the
-   CUDA C the course runs (RESERVED_ALLOWED, taken from the CPU backend's own header).
+   CUDA C the course runs (RESERVED_ALLOWED, taken from the CPU backend's own header), and no name of the CPU
+   runtime's own (`gc_...`: the runtime is linked into the answer's library, where a definition of the same name
+   would replace its checks).
 3. **The GPU compiler builds the very same text** (NVRTC and ptxas, no GPU needed): a call to anything
    that is not device code (`exit`, `fopen`, `dlsym`, a function declared but never defined) fails there,
    and so do more shared memory than a block may have; local memory over what a GPU thread may use is
@@ -153,6 +155,12 @@ def screen_tokens(text: str, file_name: str) -> None:
     allowed = reserved_allowed()
     for m in re.finditer(r"\b[A-Za-z_]\w*", code):
         word = m.group(0)
+        if word.lower().startswith("gc_"):
+            line = _line_in(text, m.start(), file_name)
+            raise Refusal(f"{file_name}:{line}: {word} is not allowed here: names starting with gc_ belong to the CPU "
+                          "run's own runtime, which an answer may not define or change; rename it",
+                          f"{file_name}:{line}：这里不允许使用 {word}：以 gc_ 开头的名称属于 CPU 运行自己的运行时，"
+                          "答案不能定义或修改它们；请换个名字")
         if word in REFUSED_WORDS or (re.match(r"_[_A-Z]", word) and word not in allowed):
             line = _line_in(text, m.start(), file_name)
             why = REFUSED_WORDS.get(word) or ("a compiler builtin runs outside the CPU run's checks" if

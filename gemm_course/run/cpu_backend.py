@@ -511,7 +511,9 @@ def _build(cmd: tuple[str, ...], flags: tuple[str, ...], tu: str, kernel: str, p
         result = _run_compiler([*cmd, *_object_flags(flags), "-c", *headers, str(cpp), "-o", str(obj)])
         if result.returncode == 0:
             link = [f for f in flags if f not in RACE_FLAGS and f != KERNEL_ONLY_FLAG]
-            result = _run_compiler([*cmd, *link, str(obj), str(runtime), "-o", str(out)])
+            # The runtime's object first: where both objects hold a copy of the same inline function or variable,
+            # the linker keeps the first, so the runtime always runs its own.
+            result = _run_compiler([*cmd, *link, str(runtime), str(obj), "-o", str(out)])
         if result.returncode != 0:
             log = (result.stderr + result.stdout).replace(str(cpp), "kernel.cpp")
             hint = ""
