@@ -771,3 +771,22 @@ def test_against_deepgemm_numbers_come_from_the_peer_record():
     for number in (f"{min(ours):.2f}", f"{max(ours):.2f}", f"{square[4096]:.2f}", f"{square[8192]:.2f}",
                    f"{min(theirs):.2f}", f"{max(theirs):.2f}"):
         assert number in ZH, f"the Chinese prose lacks {number}"
+
+
+def test_a_deeper_ring_does_not_help_the_narrowest_tile():
+    """The sentence on ring depth: the 64×16 tile without a split, scales by TMA, at 10 stages and at the deepest
+    ring that fits, from results/h100_13_narrow_depths.json (`fp8 --record --narrow-tiles --sizes ...`, no peer)."""
+    data = json.loads((ROOT / "gemm_course" / "results" / "h100_13_narrow_depths.json").read_text(encoding="utf-8"))
+    assert "H100" in data["provenance"]["gpu"] and all(c["passed"] for c in data["checks"])
+    assert "--narrow-tiles --sizes" in data["provenance"]["command"] and "--peer" not in data["provenance"]["command"]
+    rows = {r["params"]["stages"]: r for r in data["narrow_records"]
+            if (r["M"], r["N"], r["K"]) == (64, 2112, 7168) and r["params"].get("block_n") == 16
+            and r["params"].get("staged_scales") == "tma" and r["params"]["splits"] == 1}
+    deepest = fg.stage_choices("blockwise", 16, 64, staged_scales="tma")[-1]
+    assert set(rows) == {10, deepest} and deepest == 21
+    assert round(fg.stage_bytes("blockwise", 16, 64, staged_scales="tma") / 1024) == 10
+    says([f"it reaches {rows[10]['tflops']:.1f} TFLOPS with 10 stages and {rows[deepest]['tflops']:.1f} with "
+          f"{deepest}, the most its 10 KB stages fit in shared memory"])
+    assert abs(rows[deepest]["tflops"] / rows[10]["tflops"] - 1) < 0.03
+    for number in (f"{rows[10]['tflops']:.1f}", f"{rows[deepest]['tflops']:.1f}", f"用 {deepest} 个流水级"):
+        assert number in ZH, number

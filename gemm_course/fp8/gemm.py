@@ -50,6 +50,9 @@ SCALE_TILE = 128           # B's scales: one per 128×128 tile, so a blockwise t
 BLOCK_M_CHOICES = {"per_tensor": (128,), "blockwise": (128, 64)}   # 64: the kernel for few rows of A
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory one block may use on sm_90
 MAX_SPLITS = 16            # split-K: enough to fill 132 SMs from 9 tiles up
+MAX_STAGES = 24            # the deepest ring any kernel is built with (only narrow tiles fit more than 12)
+STATIC_PER_STAGE = 16      # bytes of static shared memory per stage: its full and empty mbarriers
+STATIC_FIXED = 16          # and the split-K flag, aligned
 K_MULTIPLE = 16            # TMA: every row of A and B a whole number of 16-byte chunks
 ALIGNMENT = 16             # bytes: TMA needs 16-byte aligned matrices
 BF16_NAN = 0x7FC0
@@ -114,9 +117,11 @@ def stage_bytes(scaling: str, block_n: Optional[int] = None, block_m: Optional[i
 
 def stage_choices(scaling: str, block_n: Optional[int] = None, block_m: Optional[int] = None, *,
                   staged_scales: Any = False) -> tuple[int, ...]:
-    """Ring depths that fit in 227 KB (stage_bytes each, + 1024 B to align the ring)."""
+    """Ring depths that fit in 227 KB: stage_bytes each, + 1024 B to align the ring, + the static shared memory the
+    kernels declare beside it (two mbarriers of 8 bytes per stage, and a flag)."""
     per_stage = stage_bytes(scaling, block_n, block_m, staged_scales=staged_scales)
-    return tuple(s for s in range(2, 13) if s * per_stage + 1024 <= SHARED_LIMIT)
+    return tuple(s for s in range(2, MAX_STAGES + 1)
+                 if s * (per_stage + STATIC_PER_STAGE) + 1024 + STATIC_FIXED <= SHARED_LIMIT)
 
 
 def resolve_stages(scaling: str, stages: Optional[int] = None, block_n: Optional[int] = None,

@@ -14,7 +14,7 @@ one process:
    both sides (fp8.tma_scales.check_shape);
 2. times, at each decode shape of `fp8 --record` (M = 64, 128), Level 13's best recorded setting, the narrow widths
    (without split-K and with the model's split-K, with the scales staged by small copies and by one TMA box, at 10
-   stages), block-scaled cuBLASLt and, with --peer deepgemm, DeepGEMM, through deepgemm.record_peer (every output
+   stages and at the deepest ring that fits), block-scaled cuBLASLt and, with --peer deepgemm, DeepGEMM, through deepgemm.record_peer (every output
    checked, the order rotated shape by shape).
 
 Checks go under "checks", timings under "narrow_records". A failed check stops the run before timing.
@@ -28,8 +28,8 @@ from gemm_course.fp8 import tma_scales
 
 RECORDS_KEY = "narrow_records"
 NARROW_WIDTHS = tuple(bn for bn in fg.BLOCK_N_CHOICES["blockwise"] if bn < fg.SCALE_TILE)  # 64, 32, 16
-DEPTH = 10  # the ring depth timed for each narrow width (fits every width and way; 6 stages lost to 10 nearly
-# everywhere in a first run)
+SHALLOW = 10  # a ring depth every width and way fits (6 stages lost to 10 nearly everywhere in a first run); each
+# width is also timed at the deepest ring its stages fit (up to 21 at 16 columns: fp8.gemm.stage_choices)
 WAYS = (True, "tma")  # the ways to the scales timed: staged by small copies (the 64-row kernel's tuner winner), one TMA box
 
 CHECK_SETTINGS = tuple(
@@ -47,24 +47,25 @@ def decode_shapes() -> list[tuple[int, int, int]]:
 
 
 def variants(M: int, N: int, K: int, best: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
-    """The settings timed beside the best recorded one: each narrow width at DEPTH stages, with each way to the
-    scales of WAYS, without split-K and with the model's (only where the model splits); the best itself is not
-    repeated."""
+    """The settings timed beside the best recorded one: each narrow width at SHALLOW stages and at the deepest ring
+    that fits, with each way to the scales of WAYS, without split-K and with the model's (only where the model
+    splits); the best itself is not repeated."""
     from gemm_course import device
 
     sm_count = fg._sm_count() if device.gpu_available() else 132  # without a GPU: an H100's, for listing only
     out = []
     for bn in NARROW_WIDTHS:
         for way in WAYS:
-            for splits in (1, "auto"):
-                resolved = fg.resolve_splits(splits, M, N, K, sm_count, 64, bn)
-                if splits == "auto" and resolved == 1:
-                    continue
-                p = fg.setting_params("blockwise", stages=DEPTH, block_n=bn, block_m=64, splits=resolved,
-                                      staged_scales=way)
-                if p != best:
-                    out.append((p, f"variant: 64×{bn} tiles, {DEPTH} stages, splits={resolved}"
-                                   f"{' (the model)' if splits == 'auto' else ''}, staged_scales={way!r}"))
+            for depth in dict.fromkeys((SHALLOW, fg.stage_choices("blockwise", bn, 64, staged_scales=way)[-1])):
+                for splits in (1, "auto"):
+                    resolved = fg.resolve_splits(splits, M, N, K, sm_count, 64, bn)
+                    if splits == "auto" and resolved == 1:
+                        continue
+                    p = fg.setting_params("blockwise", stages=depth, block_n=bn, block_m=64, splits=resolved,
+                                          staged_scales=way)
+                    if p != best:
+                        out.append((p, f"variant: 64×{bn} tiles, {depth} stages, splits={resolved}"
+                                       f"{' (the model)' if splits == 'auto' else ''}, staged_scales={way!r}"))
     return out
 
 

@@ -507,11 +507,12 @@ def staged_table() -> Any:
                       f"缩放因子经共享内存：实测的成对结果及其计数器（{lines} 行）"), timing, profile)
 
 
-def _recorded_file(key: str) -> dict[str, Any]:
-    """The recorded file holding `key` ("peer_records", "narrow_records"): {"records", "provenance", "file"}."""
+def _recorded_file(key: str, with_baseline: str = "deepgemm") -> dict[str, Any]:
+    """The recorded file holding `key` ("peer_records", "narrow_records") with a record of `with_baseline` among
+    them (the narrow-tiles run beside DeepGEMM, not the one without it): {"records", "provenance", "file"}."""
     for path in results.recorded_files():
         data = results.load(path)
-        if data.get(key):
+        if any(r.get("baseline") == with_baseline for r in data.get(key) or ()):
             return {"records": data[key], "provenance": data["provenance"], "file": path.name}
     raise LookupError(f"no recorded file with {key} · 没有含 {key} 的实测记录")
 
