@@ -239,3 +239,17 @@ def test_launch_map_has_a_usable_plot_area(rows, cols, block):
     lines = max(n_lines(plots.pick(note, lang)) for lang in ("en", "zh"))
     assert t >= n_lines(fig.layout.title.text) * plots.TITLE_SIZE * 1.2 + lines * 11 * 1.2 + 12
     assert b >= plots.TICK_SIZE * 1.5 + n_lines(fig.layout.xaxis.title.text) * 14 * 1.2
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+def test_producer_consumer_chart_keeps_the_width_for_its_bars(stages):
+    """Level 11's schedule charts name their two lanes above the bars, not as tick labels beside them, which took
+    40% of a phone's width (a plot area of 192 px at 360 px; 297 px in headless Chromium after the change)."""
+    from gemm_course.display import diagrams
+    from gemm_course.display.plots import NARROW_PX
+
+    fig = diagrams.producer_consumer_figure(stages)
+    assert fig.layout.yaxis.showticklabels is False
+    assert [a.text for a in fig.layout.annotations] == list(diagrams.PRODUCER_CONSUMER_LANES)
+    assert NARROW_PX - fig.layout.margin.l - fig.layout.margin.r >= 280
+    assert fig.layout.title.text.startswith(f"{stages} stage{'' if stages == 1 else 's'}:")
