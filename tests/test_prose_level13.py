@@ -790,3 +790,18 @@ def test_a_deeper_ring_does_not_help_the_narrowest_tile():
     assert abs(rows[deepest]["tflops"] / rows[10]["tflops"] - 1) < 0.03
     for number in (f"{rows[10]['tflops']:.1f}", f"{rows[deepest]['tflops']:.1f}", f"用 {deepest} 个流水级"):
         assert number in ZH, number
+
+
+def test_the_tuning_page_names_deepgemm_with_the_recorded_ratios():
+    """The tuning page's Level 13 bullet against DeepGEMM: the span over the peer run's shapes and the two N = 2112
+    shapes with narrow tiles, from the same recorded files as the chapter (fp8.report)."""
+    rows, narrow = fr.deepgemm_rows(), {r["shape"]: r for r in fr.narrow_rows()}
+    ours = [r["level13_over_deepgemm"] for r in rows]
+    fast = [narrow[s]["narrow"]["tflops"] / narrow[s]["deepgemm"]["tflops"] for s in ((64, 2112, 7168), (128, 2112, 7168))]
+    text = (ROOT / "book" / "tuning.md").read_text(encoding="utf-8")
+    en = (f"reaches {min(ours):.2f} to {max(ours):.2f} of DeepGEMM's speed over the {len(rows)} shapes of "
+          f"`fp8 --record`")
+    zh = f"上达到 DeepGEMM 速度的 {min(ours):.2f} 到 {max(ours):.2f}"
+    assert en in text and zh in text
+    assert f"with 2112 columns to {fast[0]:.2f} and {fast[1]:.2f} of it" in text
+    assert f"提高到它的 {fast[0]:.2f} 和 {fast[1]:.2f}" in text
