@@ -428,8 +428,8 @@ COMPAT_HEADER = "cuda_cpu_compat.h"
 
 # A kernel's translation unit sees the runtime's declarations only (the header's GC_CPU_KERNEL_ONLY); the
 # runtime itself is compiled once per compiler and flags (_runtime_object) and linked into every kernel's
-# library. Generating its code was most of every kernel's compile: about 0.4 s of 0.9 s for an empty kernel
-# without the race detector and 0.8 s with it, measured with GCC 12.
+# library. Generating its code was most of every kernel's compile (GCC 12: the header alone took 0.43 s of CPU
+# without the race detector, 0.83 s with it); a race-checked Level 5 kernel now compiles in 0.47 s, not 1.50 s.
 KERNEL_ONLY_FLAG = "-DGC_CPU_KERNEL_ONLY"
 
 
