@@ -441,6 +441,30 @@ def test_cache_compiles_once_per_source_and_setting(monkeypatch, tmp_path):
     assert len(builds) == 3 and len(list(tmp_path.glob("*.so"))) == 3
 
 
+def test_the_runtime_is_compiled_once_and_rebuilt_when_pruned(monkeypatch, tmp_path):
+    """The runtime (the compat header's part 2) is one object per compiler and flags, linked into every kernel's
+    library: two kernels compile it once; removed (as pruning may), the next kernel builds it again."""
+    monkeypatch.setenv(cb.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cb, "_loaded", {})
+    runtimes = []
+    real = cb._run_compiler
+
+    def counting(cmd):
+        if any(arg.endswith("runtime.cpp") for arg in cmd):
+            runtimes.append(cmd)
+        return real(cmd)
+
+    monkeypatch.setattr(cb, "_run_compiler", counting)
+    A, B = gc.random_operands(5, 6, 7, seed=0, xp=np)
+    gc.gemm(A, B, "01_naive", backend="cpu", block_x=8)
+    gc.gemm(A, B, "01_naive", backend="cpu", block_x=16)
+    objects = list((tmp_path / "runtime").glob("*.o"))
+    assert len(runtimes) == 1 and len(objects) == 1 and cb.KERNEL_ONLY_FLAG not in runtimes[0]
+    objects[0].unlink()
+    C = gc.gemm(A, B, "01_naive", backend="cpu", block_x=4)
+    assert len(runtimes) == 2 and np.allclose(C, A.astype(np.float64) @ B, rtol=1e-5)
+
+
 def test_ctrl_c_stops_a_long_launch_within_a_second():
     import os
     import signal
