@@ -89,3 +89,11 @@ def test_avoided_spellings(idea: str, use: str, avoid: list[str]) -> None:
                 if pat.search(line):
                     bad.append(f"{py.relative_to(REPO)}:{n}: {word!r}")
     assert not bad, f"{idea}: write {use}\n" + "\n".join(bad)
+
+
+def test_a_pipeline_stage_is_never_bare_ji() -> None:
+    """The README's row for a pipeline stage avoids 级 alone (it collides with the course's levels, 第 N 级): a ring of
+    N stages is "N 个流水级", their count "流水级数", never "N 级流水线" or a bare "级数"."""
+    bare = re.compile(r"\d+ 级流水线|(?<!流水)(?<!第 \d)(?<!第 \d\d)级数(?!出)")
+    found = [(where, m.group(0)) for where, text in _zh_prose() for m in bare.finditer(text)]
+    assert not found, found[:5]
