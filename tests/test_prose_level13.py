@@ -698,18 +698,15 @@ def test_narrow_tiles_numbers_come_from_the_h100_record():
     data = json.loads((ROOT / "gemm_course" / "results" / "h100_13_narrow_tiles.json").read_text(encoding="utf-8"))
     assert "H100" in data["provenance"]["gpu"] and data["checks"] and all(c["passed"] for c in data["checks"])
     assert "--narrow-tiles --peer deepgemm" in data["provenance"]["command"]
-    rows: dict[tuple[int, int, int], list[dict]] = {}
-    for r in data["narrow_records"]:
-        assert r["passed"]
-        rows.setdefault((r["M"], r["N"], r["K"]), []).append(r)
+    assert all(r["passed"] for r in data["narrow_records"])
+    assert fr._recorded_file("narrow_records")["file"] == "h100_13_narrow_tiles.json"
+    chosen = {r["shape"]: r for r in fr.narrow_rows()}  # the chapter's table: best, fastest narrow tile, DeepGEMM
 
     def parts(shape):
-        rs = rows[shape]
-        best = next(r for r in rs if r["level"] == LEVEL_ID and (r["setting_from"] or "").startswith(("tuner", "chapter")))
-        narrow = [r for r in rs if r["level"] == LEVEL_ID and r["params"].get("block_n", 128) < 128]
-        top = max(narrow, key=lambda r: r["tflops"])
-        peer = next(r for r in rs if r.get("baseline") == "deepgemm")
-        return best, top, peer, narrow
+        narrow = [r for r in data["narrow_records"] if (r["M"], r["N"], r["K"]) == shape and r["level"] == LEVEL_ID
+                  and r["params"].get("block_n", 128) < 128]
+        row = chosen[shape]
+        return row["best"], row["narrow"], row["deepgemm"], narrow
 
     def ratio(x, y) -> str:
         return f"{x['tflops'] / y['tflops']:.2f}"

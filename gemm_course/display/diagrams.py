@@ -635,6 +635,9 @@ def producer_consumer_schedule(stages: int = 4, k_tiles: int = 10, copy_time: in
     return rows
 
 
+PRODUCER_CONSUMER_LANES = ("TMA (producer) · TMA（生产者）", "wgmma (consumers) · wgmma（消费者）")  # the chart's two lanes
+
+
 def producer_consumer_figure(stages: int = 4, k_tiles: int = 10) -> go.Figure:
     """Gantt chart of ``producer_consumer_schedule``: TMA copies in flight above, wgmma below,
     coloured by stage; with 1 stage the consumers wait for every copy, with enough they never do."""
@@ -665,9 +668,6 @@ def producer_consumer_figure(stages: int = 4, k_tiles: int = 10) -> go.Figure:
                             f"{stages} 个流水级：张量核心忙碌时间占 {busy:.0%}", 300)
     fig.update_layout(margin=dict(l=20))
     return fig
-
-
-PRODUCER_CONSUMER_LANES = ("TMA (producer) · TMA（生产者）", "wgmma (consumers) · wgmma（消费者）")
 
 
 # --- Level 0: which thread of a launch handles which element ---------------------------------------

@@ -517,17 +517,18 @@ def _recorded_file(key: str, with_baseline: str = "deepgemm") -> dict[str, Any]:
     raise LookupError(f"no recorded file with {key} · 没有含 {key} 的实测记录")
 
 
-def deepgemm_rows() -> list[dict[str, Any]]:
-    """The DeepGEMM comparison (fp8.deepgemm.peer_table of the recorded peer run): one row per shape."""
+def deepgemm_rows(peer: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    """The DeepGEMM comparison (fp8.deepgemm.peer_table of the recorded peer run, or of `peer`, a
+    _recorded_file("peer_records") already found): one row per shape."""
     from gemm_course.fp8.deepgemm import peer_table
 
-    return peer_table(_recorded_file("peer_records")["records"])
+    return peer_table((peer or _recorded_file("peer_records"))["records"])
 
 
-def narrow_rows() -> list[dict[str, Any]]:
-    """Per decode shape of the narrow-tiles run: the best recorded setting, the fastest narrow tile and DeepGEMM,
-    all from that one run."""
-    run = _recorded_file("narrow_records")["records"]
+def narrow_rows(narrow: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    """Per decode shape of the narrow-tiles run (or of `narrow`, a _recorded_file("narrow_records") already found):
+    the best recorded setting, the fastest narrow tile and DeepGEMM, all from that one run."""
+    run = (narrow or _recorded_file("narrow_records"))["records"]
     out = []
     for shape in dict.fromkeys((r["M"], r["N"], r["K"]) for r in run):
         rs = [r for r in run if (r["M"], r["N"], r["K"]) == shape]
@@ -541,8 +542,8 @@ def narrow_rows() -> list[dict[str, Any]]:
 
 def deepgemm_table() -> Any:
     """Folded: the recorded DeepGEMM run (every shape: the three GEMMs and their ratios), then the narrow-tiles run."""
-    peer = _recorded_file("peer_records")
-    rows = deepgemm_rows()
+    peer, narrow_run = _recorded_file("peer_records"), _recorded_file("narrow_records")
+    rows = deepgemm_rows(peer)
     timing = Table([bilingual_text("shape", "形状"), "DeepGEMM", bilingual_text("cuBLASLt, block-scaled", "cuBLASLt，分块缩放"),
                     bilingual_text("Level 13", "第 13 级"), bilingual_text("Level 13 / DeepGEMM", "第 13 级 / DeepGEMM"),
                     bilingual_text("DeepGEMM / cuBLASLt", "DeepGEMM / cuBLASLt")],
@@ -550,14 +551,13 @@ def deepgemm_table() -> Any:
                      f"{r['level13_tflops']:.1f}", f"{r['level13_over_deepgemm']:.2f}", f"{r['deepgemm_over_cublaslt']:.2f}"]
                     for r in rows],
                    caption=from_message(where(peer["provenance"])))
-    narrow_run = _recorded_file("narrow_records")
     narrow = Table([bilingual_text("shape", "形状"), bilingual_text("best so far", "此前最佳"),
                     bilingual_text("fastest narrow tile", "最快的窄分块"), "DeepGEMM",
                     bilingual_text("narrow / DeepGEMM", "窄分块 / DeepGEMM")],
                    [["×".join(map(str, r["shape"])), f"{r['best']['tflops']:.1f}",
                      f"{r['narrow']['tflops']:.1f} (64×{r['narrow']['params']['block_n']}, "
                      f"splits={r['narrow']['params']['splits']})", f"{r['deepgemm']['tflops']:.1f}",
-                     f"{r['narrow']['tflops'] / r['deepgemm']['tflops']:.2f}"] for r in narrow_rows()],
+                     f"{r['narrow']['tflops'] / r['deepgemm']['tflops']:.2f}"] for r in narrow_rows(narrow_run)],
                    caption=from_message(where(narrow_run["provenance"])))
     lines = len(timing.rows) + len(narrow.rows)
     return Fold(bilingual_text(f"Against DeepGEMM: the recorded runs in TFLOPS ({lines} rows)",

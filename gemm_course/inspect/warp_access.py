@@ -110,6 +110,18 @@ def _array_codes(log: Any, address: np.ndarray, shared: np.ndarray) -> tuple[np.
     return code, names
 
 
+def _groups(columns: list[np.ndarray], tiebreak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Records sorted by `columns` (the first the primary key) and, within equal keys, by `tiebreak`: (order, the
+    positions in `order` where each group of equal keys starts)."""
+    order = np.lexsort([tiebreak] + columns[::-1])
+    same = np.zeros(len(order), dtype=bool)
+    if len(order):
+        same[1:] = True
+        for column in columns:
+            same[1:] &= column[order][1:] == column[order][:-1]
+    return order, np.nonzero(~same)[0]
+
+
 def summary(log: Any) -> list[LineAccess]:
     """The profiled blocks' accesses, one row per (source line, space, load/store, array), worst first.
 
@@ -132,21 +144,15 @@ def summary(log: Any) -> list[LineAccess]:
     thread = rec["thread"].astype(np.int64)[keep]
     columns = [rec["block"].astype(np.int64)[keep], rec["interval"].astype(np.int64)[keep], thread // 32,
                rec["pc"].astype(np.uint64)[keep].astype(np.int64), (flags[keep] & 1), code[keep]]
-    # n: how many earlier records of the same thread share the key (a stable sort keeps program order)
-    order = np.lexsort([keep, thread] + columns[::-1])
-    same = np.ones(len(order), dtype=bool)
-    for column in columns + [thread]:
-        same[1:] &= column[order][1:] == column[order][:-1]
-    same[0] = False
-    run_start = np.maximum.accumulate(np.where(~same, np.arange(len(order)), 0))
+    # n: how many earlier records of the same thread share the key (the record index breaks ties: program order)
+    order, runs = _groups(columns + [thread], keep)
+    run_start = np.zeros(len(order), dtype=np.int64)
+    run_start[runs] = runs
+    run_start = np.maximum.accumulate(run_start)
     occurrence = np.empty(len(order), dtype=np.int64)
     occurrence[order] = np.arange(len(order)) - run_start
     # groups: (key, n), in the order of their first record
-    group_order = np.lexsort([keep, occurrence] + columns[::-1])
-    boundary = np.ones(len(group_order), dtype=bool)
-    for column in columns + [occurrence]:
-        boundary[1:] &= column[group_order][1:] == column[group_order][:-1]
-    starts = np.nonzero(~np.r_[False, boundary[1:]] | (np.arange(len(group_order)) == 0))[0]
+    group_order, starts = _groups(columns + [occurrence], keep)
     # Per group (in the order of its first record): its block, pc, store flag and array; per record of a group
     # (sorted by lane): lane, address relative to the group's 128-byte-aligned lowest address, and size.
     ends = np.r_[starts[1:], len(group_order)]
@@ -265,41 +271,31 @@ def sequences(log: Any) -> dict[tuple[int, int, int], dict[tuple[int, int, int],
             base, _, item = log.arrays[name]
             index = tuple(int(v) for v in _global_index(shapes.get(name, ()), (a - base) // item))
             named.append((name, index, f"{name}[{', '.join(map(str, index))}]"))
-    # Equal accesses (element, interval, line, size, kind) are one Access object, made once; the records are
-    # then grouped per (block, thread) by a stable sort, which keeps each thread's program order.
+    # Equal accesses (element, interval, line, size, kind) are one Access object, made once from the first record
+    # of each kind; the records are then gathered per (block, thread), each thread's in program order.
     kept = rec[keep]
     pcs, pc_code = np.unique(kept["pc"], return_inverse=True)
-    # the five fields in one integer (mixed radix: each field's range from the data), so that one 1-D unique groups them
-    fields = [inverse.astype(np.int64), kept["interval"].astype(np.int64), pc_code.astype(np.int64),
-              kept["size"].astype(np.int64), kept["flags"].astype(np.int64) & 7]
-    radix = [int(f.max()) + 1 for f in fields]
-    packed = np.zeros(len(kept), dtype=np.int64)
-    for f, r in zip(fields, radix):
-        packed = packed * r + f
-    kinds_packed, kind_of = np.unique(packed, return_inverse=True)
-    kinds = []
-    for value in kinds_packed.tolist():
-        parts = []
-        for r in reversed(radix):
-            value, part = divmod(value, r)
-            parts.append(part)
-        kinds.append(parts[::-1])
     line_of = [lines[int(pc)] for pc in pcs.tolist()]
+    every = np.arange(len(kept))
+    fields = [inverse.reshape(-1), kept["interval"], pc_code.reshape(-1), kept["size"], kept["flags"] & 7]
+    by_kind, kind_starts = _groups(fields, every)
+    starts_here = np.zeros(len(kept), dtype=np.int64)
+    starts_here[kind_starts] = 1
+    kind_of = np.empty(len(kept), dtype=np.int64)
+    kind_of[by_kind] = np.cumsum(starts_here) - 1
     made = []
-    for n, interval, pc, size, flag in kinds:
+    for n, interval, pc, size, flag in zip(*(f[by_kind[kind_starts]].tolist() for f in fields)):
         name, index, element = named[n]
         made.append(Access(interval, "shared" if flag & 2 else "global", name, bool(flag & 1), line_of[pc], index,
                            element, size, bool(flag & 4)))
-    owner = kept["block"].astype(np.int64) * (1 << 20) + kept["thread"].astype(np.int64)
-    order = np.argsort(owner, kind="stable")
-    accesses = [made[k] for k in kind_of.reshape(-1)[order].tolist()]
-    owners, starts = np.unique(owner[order], return_index=True)
-    first_seen = order[starts]  # each thread's first record: threads are listed in the order they first appear
-    ends = dict(zip(starts.tolist(), [*starts[1:].tolist(), len(order)]))
-    for i in np.argsort(first_seen, kind="stable").tolist():
-        block, t = divmod(int(owners[i]), 1 << 20)
-        start = int(starts[i])
-        out[tuple(blocks[block])][(t % bx, t // bx % by, t // (bx * by))] = accesses[start:ends[start]]
+    block_of, thread_of = kept["block"].astype(np.int64), kept["thread"].astype(np.int64)
+    order, starts = _groups([block_of, thread_of], every)
+    accesses = [made[k] for k in kind_of[order].tolist()]
+    ends = np.r_[starts[1:], len(order)]
+    for i in np.argsort(order[starts], kind="stable").tolist():  # threads in the order they first appear
+        first = order[starts[i]]
+        t = int(thread_of[first])
+        out[tuple(blocks[int(block_of[first])])][(t % bx, t // bx % by, t // (bx * by))] = accesses[starts[i]:ends[i]]
     return out
 
 

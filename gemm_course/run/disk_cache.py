@@ -26,7 +26,7 @@ from typing import Optional
 
 LIMIT_ENV = "GEMM_COURSE_CACHE_MB"
 DEFAULT_LIMIT_MB = 256
-KEEP_PCH = 2            # precompiled headers (and runtime objects) kept: the race-detector build's and the plain one's
+KEEP_BUILT = 2          # of each kind built once, the newest kept: the race-detector build's and the plain one's
 BUILT_ONCE = ("pch", "runtime")  # folders of things built once per compiler and flags (cpu_backend)
 RECENT_S = 600          # a file used this recently is never removed (another process may be loading it)
 STALE_TMP_S = 3600      # a temporary folder left by a process that was killed
@@ -163,7 +163,7 @@ def _remove(path: Path) -> None:
 
 def prune(folder: Path, limit: Optional[float] = None, now: Optional[float] = None, force: bool = False) -> list[Path]:
     """Remove from `folder` the least recently used entries beyond `limit` bytes (default limit_bytes()), every
-    precompiled header folder in pch/ and runtime object in runtime/ but the KEEP_PCH newest of each, and
+    precompiled header folder in pch/ and runtime object in runtime/ but the KEEP_BUILT newest of each, and
     temporary folders of killed processes.
     At most once per process and folder unless force; entries used in the last RECENT_S seconds stay. Returns
     what was removed."""
@@ -181,7 +181,7 @@ def prune(folder: Path, limit: Optional[float] = None, now: Optional[float] = No
     for kept in BUILT_ONCE:  # precompiled headers and runtime objects: the newest few of each
         built = sorted((p for p in (folder / kept).glob("*") if not p.name.startswith("tmp")), key=_mtime,
                        reverse=True)
-        for old in built[KEEP_PCH:]:
+        for old in built[KEEP_BUILT:]:
             if now - _mtime(old) > RECENT_S:
                 _remove(old)
                 removed.append(old)
