@@ -9,6 +9,8 @@
   batched  a batch of small products in one launch, against one launch each and cuBLAS batched
   multigpu Level 12: row split, SUMMA and a tensor-parallel MLP block over several GPUs with NCCL
   fp8      Level 13: FP8 GEMM with block scales (recorded results; --record etc. on a Hopper GPU)
+  dsl      Level 14: the GEMM in Triton and Gluon; --record checks and times them on a GPU, without it the
+           tiled Triton kernel runs in Triton's interpreter on the CPU
   peak     measured instruction ceilings: FFMA, mma.sync, and Level 10's warp tile without its copies
   experiments  settings that separate two causes (Level 3, 8), Level 6 against a one-kernel epilogue
   counters hardware counters read with Nsight Compute: the recorded table, or --record on a GPU
@@ -323,6 +325,42 @@ def cmd_fp8(args: argparse.Namespace) -> None:
         print("no recorded FP8 results; on an H100/H200: python -m gemm_course fp8 --record --out FILE")
     for r in rows:
         print(fp8_gemm._row_text(r) + f"  {r['gpu']}, {r['date']}")
+
+
+def cmd_dsl(args: argparse.Namespace) -> None:
+    """Level 14: --record checks and times the Triton and Gluon kernels on a GPU (gemm_course.dsl.record); without
+    it, the tiled Triton kernel is checked in Triton's interpreter on the CPU (gemm_course.dsl.interpreter)."""
+    for flag, given in (("--check-only", args.check_only), ("--sizes", args.sizes), ("--out", args.out)):
+        if given and not args.record:
+            raise ValueError(_plain(f"{flag} goes with --record: python -m gemm_course dsl --record --out FILE",
+                                    f"{flag} 须与 --record 一起用：python -m gemm_course dsl --record --out FILE"))
+    if args.record:
+        if not args.out:
+            raise ValueError(_plain("give --out FILE: the result file to write (python -m gemm_course dsl --record "
+                                    "--out FILE)", "请给出 --out FILE：要写入的结果文件（python -m gemm_course dsl "
+                                    "--record --out FILE）"))
+        if args.check_only and args.sizes:
+            raise ValueError(_plain("--check-only times nothing: leave out --sizes",
+                                    "--check-only 不计时：请去掉 --sizes"))
+        sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else None
+        shapes = [(s, s, s) if isinstance(s, int) else s for s in sizes] if sizes else None
+        from gemm_course.dsl.record import record_dsl
+
+        record_dsl(args.out, shapes, check_only=args.check_only)
+        return
+    from gemm_course.dsl.interpreter import check_tiled
+
+    lang = _lang(args)
+    rows = check_tiled()
+    for r in rows:
+        verdict = _in(lang, "PASS", "通过") if r["passed"] else _in(lang, "FAIL", "失败")
+        print(f"{verdict} triton_tiled float32 {r['M']}×{r['N']}×{r['K']}: "
+              + _in(lang, f"relative error {r['relative_error']:.2e} (bound {r['tolerance']:.2e}), "
+                          f"{r['unwritten']} unwritten, {r['seconds']:.2f} s in Triton's interpreter",
+                    f"相对误差 {r['relative_error']:.2e}（上限 {r['tolerance']:.2e}），{r['unwritten']} 个未写入，"
+                    f"在 Triton 解释器中用时 {r['seconds']:.2f} s"))
+    if not all(r["passed"] for r in rows):
+        sys.exit(1)
 
 
 def _summary_level(text: str) -> str:
@@ -871,6 +909,17 @@ def main(argv: Optional[list[str]] = None) -> None:
                         "block-scaled cuBLASLt and Level 13's best recorded setting, interleaved shape by shape")
     p.add_argument("--out", help="the result file to write")
     p.set_defaults(func=cmd_fp8)
+
+    p = sub.add_parser("dsl", help="Level 14: the GEMM in Triton and Gluon; --record checks and times them on a GPU "
+                                   "(needs triton); without it, the tiled kernel in Triton's interpreter on the CPU")
+    p.add_argument("--record", action="store_true",
+                   help="check every Triton and Gluon kernel on odd shapes, then time them beside cuBLAS and Levels 8, "
+                        "10, 11 (gemm_course.dsl.record; a few minutes on an H100)")
+    p.add_argument("--check-only", action="store_true", help="with --record: the checks only, nothing timed")
+    p.add_argument("--sizes", help="with --record: n or MxNxK, comma-separated (default: 4096, 8192 and two "
+                                   "projection shapes)")
+    p.add_argument("--out", help="with --record: the result file to write (JSON)")
+    p.set_defaults(func=cmd_dsl)
 
     p = sub.add_parser("exercises", help="the exercises: list, show ID, hint ID N, reveal ID, --status (no GPU needed)")
     p.add_argument("action", nargs="?", help="list (default), show ID (the statement), hint ID N, or reveal ID (give a "

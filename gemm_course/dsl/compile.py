@@ -39,7 +39,7 @@ PTX_INSTRUCTIONS = {
     "cp.async": r"\bcp\.async\.c[ag]\b",              # Levels 4 and 10: per-thread async copies
     "mbarrier.try_wait": r"\bmbarrier\.try_wait\b",   # Level 11: waits on the ring's barriers
     "fma.rn.f32": r"\bfma\.rn\.f32\b",                # Levels 1–8: fp32 FMAs (IEEE, no TF32)
-    "tf32": r"\.tf32\b",                              # TF32 Tensor Core inputs: must be absent for input_precision="ieee"
+    "tf32": r"\.tf32\b",                              # TF32 Tensor Core inputs: absent with input_precision="ieee"
     "setmaxnreg": r"\bsetmaxnreg\b",                  # Level 11: registers moved between warpgroups
 }
 
@@ -110,7 +110,8 @@ def _target(capability: int) -> Iterator[None]:
         driver._active = previous
 
 
-def _launch_of(kernel: str, dtype: str, setting: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, tuple, dict]:
+def _launch_of(kernel: str, dtype: str, setting: Mapping[str, Any],
+               shape: tuple[int, int, int]) -> tuple[Any, tuple, dict]:
     """(jit function, arguments, options) for one kernel and setting at a shape, with shape-only matrices."""
     M, N, K = shape
     A, B = ShapeOnlyTensor((M, K), dtype), ShapeOnlyTensor((K, N), dtype)
@@ -141,7 +142,8 @@ def _c_of(M: int, N: int, dtype: str, resolved: Mapping[str, Any]) -> ShapeOnlyT
     return ShapeOnlyTensor((M, N), dtype if resolved["c_type"] == "input" else "float32")
 
 
-def compile_kernel(kernel: str, arch: str = "sm_90", dtype: str = "bfloat16", setting: Optional[Mapping[str, Any]] = None,
+def compile_kernel(kernel: str, arch: str = "sm_90", dtype: str = "bfloat16",
+                   setting: Optional[Mapping[str, Any]] = None,
                    shape: tuple[int, int, int] = COMPILE_SHAPE, registers: bool = True) -> KernelReport:
     """Compile a Level 14 kernel ("tiled", "hopper", "gluon") for arch ("sm_80", "sm_90") without a GPU.
 

@@ -137,10 +137,10 @@ def gluon_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
         mbarrier.init(free.index(s), count=1)   # completed by one arrival of the MMA partition
     # Warp specialization: the kernel's num_warps run mma_partition; one more warp runs load_partition, with 24
     # registers per thread (setmaxnreg), which leaves the rest to the accumulators.
-    gl.warp_specialize([
-        (mma_partition, (a_ring, b_ring, ready, free, c_desc, c_tile, M, N, K, GROUP_M, STAGES, NUM_SMS)),
-        (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, free, M, N, K, GROUP_M, STAGES, NUM_SMS)),
-    ], [1], [24])
+    gl.warp_specialize([(mma_partition, (a_ring, b_ring, ready, free, c_desc, c_tile, M, N, K, GROUP_M, STAGES,
+                                         NUM_SMS)),
+                        (load_partition, (a_desc, b_desc, a_ring, b_ring, ready, free, M, N, K, GROUP_M, STAGES,
+                                          NUM_SMS))], [1], [24])
 
 
 GLUON_LINE_MAP: tuple[LineMap, ...] = (
@@ -149,7 +149,8 @@ GLUON_LINE_MAP: tuple[LineMap, ...] = (
             "on)", "extern __shared__ 的多个流水级环形缓冲，128 字节重排（swizzle）布局（NVMMASharedLayout：wgmma "
             "与 TMA 共同认可的布局）"),
     LineMap("mbarrier.init(ready.index(s), count=1); mbarrier.init(free.index(s), count=1)", "11",
-            "the full and empty mbarriers of each stage (mbarrier.init)", "每个流水级的 full 与 empty 两个 mbarrier（mbarrier.init）"),
+            "the full and empty mbarriers of each stage (mbarrier.init)",
+            "每个流水级的 full 与 empty 两个 mbarrier（mbarrier.init）"),
     LineMap("gl.warp_specialize([(mma_partition, ...), (load_partition, ...)], [1], [24])", "11",
             "step 3's warp specialization: a producer and consumers, setmaxnreg moving registers to the consumers",
             "第 3 步的 warp 特化：一个生产者与若干消费者，setmaxnreg 把寄存器让给消费者"),
@@ -157,16 +158,19 @@ GLUON_LINE_MAP: tuple[LineMap, ...] = (
             "step 4's persistent kernel (持久化内核): one block per SM walks the tiles", "第 4 步的持久化内核：每个 SM 一个线程块，依次处理各分块"),
     LineMap("mbarrier.wait(free.index(stage), lap ^ 1)", "11",
             "the producer waits for an empty stage (the parity of the ring's lap)", "生产者等待空闲的流水级（按环形缓冲圈数的奇偶）"),
-    LineMap("mbarrier.expect(ready...); tma.async_copy_global_to_shared(a_desc, [off_m, kk * BK], ...)", "10, 11",
+    LineMap("mbarrier.expect(ready.index(stage), ...); tma.async_copy_global_to_shared(a_desc, [off_m, kk * BK], ...)",
+            "10, 11",
             "mbarrier.arrive.expect_tx and cp.async.bulk.tensor: the TMA copy completes on the stage's full barrier",
             "mbarrier.arrive.expect_tx 与 cp.async.bulk.tensor：TMA 拷贝在该流水级的 full 屏障上完成"),
-    LineMap("acc = gl.zeros((BM, BN), gl.float32, layout=wgmma_layout(...))", "11",
+    LineMap("layout: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps()); acc = gl.zeros((BM, BN), dtype=gl.float32, "
+            "layout=layout)", "11",
             "the accumulator fragments of wgmma in registers, their layout written down instead of implied",
             "wgmma 累加器片段位于寄存器中，其布局明确写出而不是隐含"),
     LineMap("warpgroup_mma(a_ring.index(stage), b_ring.index(stage), acc, is_async=True)", "11",
             "wgmma.fence, wgmma.mma_async (m64nBNk16, operands from shared memory), wgmma.commit_group",
             "wgmma.fence、wgmma.mma_async（m64nBNk16，操作数取自共享内存）、wgmma.commit_group"),
-    LineMap("warpgroup_mma_wait(num_outstanding=1, ...); mbarrier.arrive(free...)", "11",
+    LineMap("acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, )); mbarrier.arrive(free.index(...), pred=kk > 0)",
+            "11",
             "wgmma.wait_group 1, then arrive on the previous stage's empty barrier (在 mbarrier 上执行 arrive)",
             "wgmma.wait_group 1，然后在上一个流水级的 empty 屏障上执行 arrive"),
     LineMap("c_tile.store(...); fence_async_shared(); tma.async_copy_shared_to_global(...)", "11",

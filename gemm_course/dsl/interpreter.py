@@ -28,7 +28,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -107,11 +107,11 @@ def _run_here(A: np.ndarray, B: np.ndarray, setting: Mapping[str, Any]) -> np.nd
 
 def _check_here(shapes: Sequence[tuple[int, int, int]], settings: Sequence[Mapping[str, Any]],
                 seed: int) -> list[dict[str, Any]]:
-    """Each setting at each shape: fresh U(−1, 1) inputs (never zero), C poisoned with NaN, the float64 product,
-    the course's fp32 tolerance (check.tolerance)."""
+    """Each setting at each shape, checked as checking.verdict checks (random inputs, C poisoned with NaN, the
+    float64 product, the course's fp32 bound, NaN guards around A, B and C)."""
     import time
 
-    from gemm_course.run.check import random_operands, relative_error, tolerance
+    from gemm_course.dsl.checking import guarded_problem, verdict
 
     _index_scalars_by_item()
     from gemm_course.dsl.triton_gemm import resolve_tiled, tiled_gemm
@@ -119,17 +119,11 @@ def _check_here(shapes: Sequence[tuple[int, int, int]], settings: Sequence[Mappi
     rows = []
     for i, setting in enumerate(settings):
         for j, (M, N, K) in enumerate(shapes):
-            A, B = random_operands(M, N, K, "float32", seed=seed + 100 * i + j, xp=np)
-            C = np.full((M, N), np.nan, dtype=np.float32)
+            problem = guarded_problem(M, N, K, "float32", "float32", seed=seed + 100 * i + j, xp=np)
             began = time.perf_counter()
-            tiled_gemm(A, B, out=C, **setting)
-            seconds = time.perf_counter() - began
-            unwritten = int(np.isnan(C).sum())
-            error = relative_error(C, A.astype(np.float64) @ B.astype(np.float64))
-            bound = tolerance("float32", K)
-            rows.append({"kernel": "tiled", "dtype": "float32", "setting": resolve_tiled(**setting), "M": M, "N": N,
-                         "K": K, "relative_error": error, "tolerance": bound, "unwritten": unwritten,
-                         "seconds": seconds, "passed": unwritten == 0 and error <= bound})
+            tiled_gemm(problem.A, problem.B, out=problem.C, **setting)
+            rows.append({"kernel": "triton_tiled", "dtype": "float32", "setting": resolve_tiled(**setting), "M": M,
+                         "N": N, "K": K, **verdict(problem), "seconds": time.perf_counter() - began})
     return rows
 
 

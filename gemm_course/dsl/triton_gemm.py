@@ -92,7 +92,7 @@ TILED_LINE_MAP: tuple[LineMap, ...] = (
     LineMap("pid = tl.program_id(0)", "1",
             "blockIdx: one program per tile of C, a whole thread block's work",
             "blockIdx：每个程序（program）负责 C 的一个分块，即一个线程块的工作"),
-    LineMap("first_tile_m, group_rows, tile_m, tile_n = ...", "8",
+    LineMap("first_tile_m = ...; group_rows = ...; tile_m = ...; tile_n = ...", "8",
             "the grouped block order (group_m = 8): blocks that run together share rows of A and columns of B in L2",
             "分组的线程块顺序（group_m = 8）：同时运行的线程块在 L2 中共用 A 的行与 B 的列"),
     LineMap("rows = tile_m * BM + tl.arange(0, BM)", "2",
@@ -109,7 +109,7 @@ TILED_LINE_MAP: tuple[LineMap, ...] = (
             "(Level 4's double buffer, Level 10's multi-stage pipeline), the barriers included",
             "沿 k 方向逐个分块的循环，分块放在共享内存中；num_stages 把它变成一个 cp.async 拷贝的环形缓冲"
             "（第 4 级的双缓冲、第 10 级的多个流水级），屏障也由编译器插入"),
-    LineMap("tl.load(a_tile, mask=..., other=0.0)", "1, 4",
+    LineMap("a = tl.load(a_tile, mask=(rows[:, None] < M) & (ks[None, :] < K - k), other=0.0)", "1, 4",
             "the bounds check of every load (if (row < M && k < K)), a zero outside the matrix",
             "每次加载的边界检查（if (row < M && k < K)），矩阵之外取 0"),
     LineMap("acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)", "5, 8, 9, 10",
@@ -154,13 +154,14 @@ def hopper_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 
 HOPPER_LINE_MAP: tuple[LineMap, ...] = (
-    LineMap("a_desc, b_desc, c_desc (TensorDescriptor on the host)", "10, 11",
-            "the TMA tensor maps (cuTensorMapEncodeTiled, hopper.py), swizzle chosen by the compiler",
-            "TMA 张量描述符（cuTensorMapEncodeTiled，见 hopper.py），重排（swizzle）方式由编译器选择"),
+    LineMap("def hopper_gemm_kernel(a_desc, b_desc, c_desc, ...)", "10, 11",
+            "the TMA tensor maps (cuTensorMapEncodeTiled, hopper.py), made on the host by TensorDescriptor; the "
+            "swizzle chosen by the compiler", "TMA 张量描述符（cuTensorMapEncodeTiled，见 hopper.py），在主机端由 "
+            "TensorDescriptor 生成；重排（swizzle）方式由编译器选择"),
     LineMap("for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_SMS, flatten=True):", "11",
             "step 4's persistent kernel (持久化内核): grid = the SM count, each block walks tiles",
             "第 4 步的持久化内核：网格大小等于 SM 数，每个线程块依次处理多个分块"),
-    LineMap("off_m = ...; off_n = ... (grouped)", "8",
+    LineMap("off_m = ...; off_n = ...", "8",
             "the grouped block order, now over the tiles a persistent program visits",
             "分组的线程块顺序，这里作用于持久化程序依次访问的分块"),
     LineMap("a = a_desc.load([off_m, kk * BK])", "10, 11",
