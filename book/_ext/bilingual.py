@@ -20,7 +20,11 @@ What this extension does at build time:
    ``gemm-course-lang``; else ``zh`` if navigator.language starts with "zh", else ``en``).
    Without JavaScript ``data-lang`` is never set and both languages stay visible.
 4. Copies ``plotly/package_data/plotly.min.js`` to ``_static/plotly.min.js`` (no CDN).
-5. Search: the index splits Chinese into words (jieba, taught the glossary's terms) and
+5. Code comments in two languages (``gemm_course.bilingual.comments``: an English comment, then its Chinese
+   twin): every ``<pre>`` block of a page gets its comment lines marked ``lang-en`` / ``lang-zh``, so the
+   switch shows the comments of one language in code cells and listings; bilingual.js marks the hidden
+   language ``gemm-off``, which the copy button leaves out (``copybutton_exclude``).
+6. Search: the index splits Chinese into words (jieba, taught the glossary's terms) and
    ``search_scorer.js`` (``html_search_scorer``) puts the page whose title names the query first and
    cuts a Chinese query into the words the index holds.
 
@@ -229,6 +233,12 @@ def _config_inited(app: Sphinx, config: Config) -> None:
         opts["article_header_end"] = [SWITCH_TEMPLATE, *end]
     config.html_theme_options = opts
     _search_words(app, config)
+    # The copy button leaves out what the switch hides (bilingual.js marks it gemm-off).
+    exclude = getattr(config, "copybutton_exclude", None)
+    if isinstance(exclude, str) and "gemm-off" not in exclude:
+        config.copybutton_exclude = f"{exclude}, .gemm-off" if exclude.strip() else ".gemm-off"
+        if "copybutton_exclude" in (config.html_context or {}):  # sphinx-copybutton read it already
+            config.html_context["copybutton_exclude"] = config.copybutton_exclude
     if not config.html_search_scorer:  # a level's own page first for its title's words (see the file)
         config.html_search_scorer = str(SEARCH_SCORER)
 
@@ -302,6 +312,18 @@ def _page_context(
         app.add_js_file("plotly.min.js", priority=200)
 
 
+def _mark_code_comments(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    # Starters and listings carry each comment in English, then in Chinese: mark each language's lines.
+    body = context.get("body")
+    if not body:
+        return
+    try:
+        from gemm_course.bilingual.comments import mark_page
+    except ImportError:  # the package is not importable: both languages stay visible, as written
+        return
+    context["body"] = mark_page(body)
+
+
 def _drop_widget_cdn(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
     # myst-nb adds require.js and the ipywidgets HTML manager from CDNs to any page whose notebook
     # stored widget state. Widget outputs are removed in this book (their cells carry the
@@ -340,6 +362,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
+    app.connect("html-page-context", _mark_code_comments)
     app.connect("html-page-context", _drop_widget_cdn, priority=900)
     app.connect("html-page-context", _drop_colab_for_text_pages, priority=900)
     app.add_js_file(None, body=HEAD_SCRIPT, priority=1)

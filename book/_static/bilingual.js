@@ -265,7 +265,19 @@
     window.toggleHintHide = lang === "zh" ? THEME_ZH["Click to hide"] : "Click to hide";
   }
 
+  // Code comments in two languages (the build marks their lines lang-en / lang-zh): what the switch hides is
+  // marked gemm-off, which the copy button leaves out, so it copies the code with the reader's comments.
+  function codeLang(lang) {
+    var marked = document.querySelectorAll("pre .lang-en, pre .lang-zh");
+    Array.prototype.forEach.call(marked, function (el) {
+      var off = lang === "zh" ? el.classList.contains("lang-en") || el.classList.contains("gemm-under")
+                              : el.classList.contains("lang-zh");
+      el.classList.toggle("gemm-off", off);
+    });
+  }
+
   function apply(lang) {
+    codeLang(lang);
     themeLang(lang);
     figuresLang(lang);
     root.dataset.lang = lang;

@@ -31,8 +31,11 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
-BOX = re.compile(r"[\u2500-\u257f]")  # ─ │ ┌ ┼ ...: a drawing, shared by both languages
-PROSE = re.compile(r"[A-Za-z]{2,}[,;:.]?\s+(?:[A-Za-z0-9]+\s+)?[A-Za-z]{2,}")  # two English words: words to translate
+BOX = re.compile(r"[\u2500-\u259f]")  # ─ │ ┌ ┼ ...: a drawing, shared by both languages
+# Words to translate: two English words in a row, or one lowercase word of 3+ letters that is not code (an index
+# such as As[buf][k], a call such as tanh(...), an exponent such as 2^binade).
+PROSE = re.compile(r"[A-Za-z]{2,}[,;:.]?\s+(?:[A-Za-z0-9]+\s+)?[A-Za-z]{2,}"
+                   r"|(?<![\w^.\[])[a-z]{3,}\b(?![\w(\]])")
 HASH_COMMENT = re.compile(r"^\s*#(?:\s|$)")
 # A notebook cell that holds a starter: `my_kernel = r"""` opens its first line.
 CELL_PREFIX = re.compile(r'^\s*\w+\s*=\s*[rR]?"""')
@@ -361,7 +364,7 @@ class _Shown:
     """The text of marked HTML that a page shows, and its copy button copies, in one language."""
 
     def __init__(self, lang: str) -> None:
-        self.hidden = {"en": ("lang-zh",), "zh": ("lang-en", "gemm-under")}[lang]
+        self.hidden = {"en": ("lang-zh",), "zh": ("lang-en", "gemm-under"), "both": ("gemm-moved",)}[lang]
 
     def text(self, marked: str) -> str:
         from html.parser import HTMLParser
@@ -393,5 +396,6 @@ class _Shown:
 
 
 def text_shown(marked: str, lang: str) -> str:
-    """What a reader sees of a marked block (mark_html) with the book's switch on `lang`."""
+    """What a reader sees of a marked block (mark_html) with the book's switch on `lang` ("both": a page without
+    JavaScript, where no language is chosen)."""
     return _Shown(lang).text(marked)

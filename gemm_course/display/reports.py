@@ -117,35 +117,13 @@ def cuda_headers() -> None:
 
 
 def _comments_in_language(source: str) -> str:
-    """A solution whose comments come in pairs (English lines, then their Chinese lines) with the other
-    language's half left out after language("en") or language("zh"); as written otherwise."""
-    import re
-
+    """A source whose comments come in pairs (an English comment, then its Chinese twin: see
+    gemm_course.bilingual.comments) with the other language's half left out after language("en") or
+    language("zh"); as written otherwise (the book's switch then shows one half)."""
+    from gemm_course.bilingual.comments import in_language
     from gemm_course.bilingual.language import current_language
-    from gemm_course.bilingual.text import has_cjk
 
-    lang = current_language()
-    if lang == "both":
-        return source
-    comment = re.compile(r"^\s*(#|//)")
-    lines, out, i = source.splitlines(), [], 0
-    while i < len(lines):
-        j = i
-        while j < len(lines) and comment.match(lines[j]) and not has_cjk(lines[j]):
-            j += 1
-        k = j
-        while k < len(lines) and comment.match(lines[k]) and has_cjk(lines[k]):
-            k += 1
-        if j > i and k > j:  # an English comment block followed by its Chinese twin
-            out += lines[i:j] if lang == "en" else lines[j:k]
-            i = k
-        elif k > j:  # Chinese comment lines alone: kept in Chinese mode only
-            out += lines[j:k] if lang == "zh" else []
-            i = k
-        else:
-            out += lines[i:j] or [lines[i]]
-            i = max(j, i + 1)
-    return "\n".join(out) + ("\n" if source.endswith("\n") else "")
+    return in_language(source, current_language())
 
 
 def listing(source: str, name: str, language: str = "python", open: bool = False) -> Fold:  # noqa: A002
