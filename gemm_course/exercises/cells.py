@@ -1,6 +1,7 @@
 """The exercise section of each level notebook, written from the registry (one source of truth).
 
     python -m gemm_course.exercises.cells      # rewrite every level notebook's exercise section
+    python -m gemm_course.exercises.cells --starters   # only the starter cells, in place, from starter.*
 
 The section sits before the notebook's "Takeaways" (or at its end) and is made of cells tagged
 "exercise": an introduction in both languages, then per exercise a title, the statement, an
@@ -103,12 +104,36 @@ def sync(notebook: Path) -> bool:
     return True
 
 
+def starters(notebook: Path) -> bool:
+    """Rewrite only the starter cells of one notebook from the exercises' starter files, where they stand and
+    with their tags (after an edit of a starter's comments); True if the file changed."""
+    from . import get_exercise
+
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    current = None
+    for cell in nb["cells"]:
+        text = "".join(cell.get("source", []))
+        if cell["cell_type"] != "code" or TAG not in cell.get("metadata", {}).get("tags", []):
+            continue
+        if text.startswith('gc.notebook.exercise("'):
+            current = get_exercise(text.split('"')[1])
+        elif current is not None and text.startswith(f'{answer_variable(current)} = r"""'):
+            cell["source"] = f'{answer_variable(current)} = r"""{current.starter}"""'.splitlines(True)
+            current = None
+    text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    if text == notebook.read_text(encoding="utf-8"):
+        return False
+    notebook.write_text(text, encoding="utf-8")
+    return True
+
+
 def main() -> None:
     from ..levels import levels
 
+    update = starters if "--starters" in sys.argv[1:] else sync
     for level in [*(lv.id for lv in levels()), *CHAPTERS]:
         path = NOTEBOOK_DIR / f"{level}.ipynb"
-        if path.exists() and sync(path):
+        if path.exists() and update(path):
             print(f"updated {path.name}")
 
 
