@@ -1,27 +1,47 @@
 // Level 8 — warp tiling: block tile → warp tile → thread tile, double-buffered, 16-byte accesses,
 // and an L2-friendly order of blocks. The course's fastest FP32 kernel.
+// 第 8 级：线程束分块。线程块分块 → 线程束分块 → 线程分块，双缓冲，16 字节访问，以及对 L2
+// 友好的线程块顺序。这是课程中最快的 FP32 内核。
 //
-//   block tile BM×BN (one thread block)        warp tile WM×WN (one warp)     thread: (4·WM/32)×(4·WN/16)
-//   ┌──────────┬──────────┐                    lanes as an 8 (m) × 4 (n) grid; each lane owns
-//   │  warp 0  │  warp 1  │ ...                (WM/32)·(WN/16) sub-tiles of 4×4. Which rows and
-//   ├──────────┼──────────┤                    columns they are is the lane layout, chosen in
-//   │  warp 2  │  warp 3  │                    the marked lines below.
+//   block tile BM×BN               warp tile WM×WN               thread: (4·WM/32)×(4·WN/16)
+//   ┌──────────┬──────────┐
+//   │  warp 0  │  warp 1  │ ...
+//   ├──────────┼──────────┤
+//   │  warp 2  │  warp 3  │
 //   └──────────┴──────────┘
+//
+// The block tile belongs to one thread block, the warp tile to one warp. The 32 lanes of a warp form
+// an 8 (m) × 4 (n) grid; each lane owns (WM/32)·(WN/16) sub-tiles of 4×4. Which rows and columns
+// they are is the lane layout, chosen in the marked lines below.
+// 线程块分块归一个线程块，线程束分块归一个线程束。一个线程束的 32 个 lane 排成 8 (m) × 4 (n)
+// 的网格；每个 lane 负责 (WM/32)·(WN/16) 个 4×4 的子分块。具体是哪些行和列，就是 lane 布局，
+// 在下面标出的几行中选定。
 //
 // For each k, a warp reads its A values and its B values from shared memory as float4s (lanes that
 // need the same float4 share it: a broadcast), and each thread turns (TM + TN)/4 shared loads into
 // TM·TN FMAs (8×8: 4 LDS.128 per 64 FFMA). The lane layout decides which addresses the lanes of a
 // half-warp read together, and so whether those loads meet in a bank.
+// 对每个 k，一个线程束以 float4 从共享内存读取它的 A 值和 B 值（需要同一个 float4 的 lane 共用它：
+// 广播），每个线程用 (TM + TN)/4 次共享内存加载完成 TM·TN 次乘加（8×8 时：每 64 条 FFMA 对应 4 条
+// LDS.128）。lane 布局决定了半个线程束的各 lane 同时读取哪些地址，
+// 从而决定这些加载会不会落在同一个存储体上。
 //
 // Main loop, one barrier per k-tile (Level 4's scheme, 16-byte global loads staged in registers):
 //   load tile 0 → registers → shared[0]; barrier
 //   for t:  issue global loads of tile t+1 into registers;  compute on shared[t%2];
 //           store registers → shared[(t+1)%2];  barrier
+// 主循环，每个 k 分块一次屏障（第 4 级的方案，16 字节的全局内存加载经由寄存器中转）：
+//   分块 0 加载 → 寄存器 → shared[0]；屏障
+//   对每个 t：发出分块 t+1 到寄存器的全局内存加载；在 shared[t%2] 上计算；
+//             寄存器 → shared[(t+1)%2]；屏障
 //
 // Block order: blocks are numbered along the grid's only dimension and mapped to tiles in groups of
 // GROUP_M tile rows (column by column inside a group), so blocks running at the same time share
 // rows of A and columns of B in the L2 cache instead of sweeping all of B. GROUP_M = 1 is the plain
 // row-by-row order (kept as a setting so that the gain can be measured, not assumed).
+// 线程块顺序：线程块沿网格唯一的维度编号，并以 GROUP_M 行分块为一组映射到分块上（组内逐列推进），
+// 这样同时运行的线程块在 L2 缓存中共用 A 的行和 B 的列，而不必扫过整个 B。GROUP_M = 1
+// 就是普通的逐行顺序（保留为一个设置，以便实测收益，而不是想当然）。
 
 #include "common.cuh"
 
@@ -29,9 +49,14 @@
 // float4 is then entirely inside or outside its matrix. false loads and stores element by element
 // with a guard on each, for any shape. Out-of-range elements load as zeros; only C's elements are
 // written.
+// VEC（由主机端选定）：为 true 时要求 K 和 N 是 4 的倍数、指针 16 字节对齐，这样每个 float4
+// 要么完全落在矩阵内，要么完全落在矩阵外。为 false 时逐个元素加载和存储，每个元素都做边界判断，
+// 适用于任何形状。越界元素加载为 0；只写 C 中的元素。
 
 // MIN_BLOCKS asks the compiler to fit that many blocks per SM (it caps registers accordingly):
 // two 256-thread blocks need at most 128 registers per thread.
+// MIN_BLOCKS 要求编译器让每个 SM 容纳这么多线程块（编译器据此限制寄存器数）：两个 256
+// 线程的线程块要求每个线程最多 128 个寄存器。
 template <int BM, int BN, int BK, int WM, int WN, bool VEC, int MIN_BLOCKS = 2, int GROUP_M = 8,
           bool BATCHED = false>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
@@ -39,20 +64,25 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
                 int M, int N, int K)
 {
     if (BATCHED) BATCH_ENTRY(A, B, C, M, N, K);  // one product of a batch per grid z index (common.cuh)
+                                                 // 一批矩阵乘中的一个，对应网格的一个 z 下标（见 common.cuh）
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
     constexpr int WM_ITER = WM / 32, WN_ITER = WN / 16;
     constexpr int TM = 4 * WM_ITER, TN = 4 * WN_ITER;
     constexpr int A_STRIDE = BM + 4;  // breaks the transposed store's bank pattern, keeps 16 B rows
+                                      // 打破转置写入的存储体分布规律，同时保持每行 16 字节对齐
     constexpr int A_LOADS = BM * BK / 4 / THREADS;  // float4 per thread per k-tile
+                                                    // 每个线程每个 k 分块的 float4 个数
     constexpr int B_LOADS = BK * BN / 4 / THREADS;
     static_assert(A_LOADS * THREADS * 4 == BM * BK && B_LOADS * THREADS * 4 == BK * BN,
                   "each thread loads whole float4s of both tiles");
 
     __shared__ __align__(16) float As[2][BK][A_STRIDE];  // As[buf][k][m]: A transposed
+                                                         // As[buf][k][m]：A 转置存放
     __shared__ __align__(16) float Bs[2][BK][BN];        // Bs[buf][k][n]
 
     // Grouped block order (see above).
+    // 分组的线程块顺序（见上文）。
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int per_group = GROUP_M * tiles_n;
     const int first_m = (blockIdx.x / per_group) * GROUP_M;
@@ -69,14 +99,24 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     // Each lane holds WM_ITER × WN_ITER sub-tiles of 4×4 of the warp's WM×WN tile: lane_row(wi) is
     // the first of the 4 rows of sub-tile wi, lane_col(wj) the first of the 4 columns of sub-tile wj,
     // both counted inside the warp tile.
+    // ===== 练习：lane 布局（只改这三行）=====================
+    // 一个线程束的 32 个 lane 排成 8 (m) × 4 (n) 的网格：lane → (lm, ln)，lm 取 0..7，ln 取 0..3。
+    // 每个 lane 持有线程束 WM×WN 分块中 WM_ITER × WN_ITER 个 4×4 的子分块：lane_row(wi) 是子分块 wi
+    // 四行中的第一行，lane_col(wj) 是子分块 wj 四列中的第一列，都在线程束分块内部计数。
     const int lm = lane % 8, ln = lane / 8;                      // consecutive lanes go down m
+                                                                 // 相邻的 lane 沿 m 纵向排列
     auto lane_row = [&](int wi) { return lm * TM + wi * 4; };   // a contiguous block of TM rows
+                                                                // 连续的 TM 行
     auto lane_col = [&](int wj) { return ln * TN + wj * 4; };   // and of TN columns
+                                                                // 以及连续的 TN 列
     // ========================================================================================
 
     // The next k-tile of B goes straight to shared memory with 16-byte cp.async on the vector path
     // (common.cuh; no staging registers, which keeps the kernel under the 128-register cap of two
     // blocks per SM); A, stored transposed, still travels through registers.
+    // 在向量路径上，B 的下一个 k 分块用 16 字节的 cp.async 直接拷贝到共享内存（见 common.cuh；
+    // 不经寄存器中转，使内核保持在每 SM 两个线程块所要求的 128 个寄存器以内）；转置存放的 A
+    // 仍经由寄存器传输。
     float4 a_next[A_LOADS], b_next[VEC ? 1 : B_LOADS];
 
     auto load_global = [&](int k0, int buf) {
@@ -85,6 +125,7 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
             const int e = tid + i * THREADS;
             const int gr = row0 + e / (BK / 4), gk = k0 + (e % (BK / 4)) * 4;
             const size_t o = (size_t)gr * K + gk;  // an offset: A + o is formed only where it is inside A
+                                                   // 偏移量：只有在 A 之内时才构造 A + o
             if (VEC) {
                 a_next[i] = (gr < M && gk < K) ? *reinterpret_cast<const float4*>(A + o)
                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -143,6 +184,7 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         const int cur = t & 1;
         const bool more = t + 1 < tiles_k;
         if (more) load_global((t + 1) * BK, cur ^ 1);  // in flight during the compute below
+                                                       // 下面计算期间它在传输途中
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[TM], b[TN];
