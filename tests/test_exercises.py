@@ -2,6 +2,7 @@
 about, the command line answers with the right exit codes, and each level's notebook carries its
 exercises (the starter cell identical to starter.cu). No GPU needed."""
 import json
+import re
 import subprocess
 import sys
 import time
@@ -23,8 +24,9 @@ def _written_and_replaced(starter: str, solution: str) -> tuple[int, int]:
 
     from gemm_course.exercises.grade import _code_only
 
-    def lines(text: str) -> list[str]:
-        return [line.strip() for line in _code_only(text).splitlines() if line.strip()]
+    def lines(text: str) -> list[str]:  # a Python answer's "# " comments are comments too (#pragma is code)
+        return [line.strip() for line in _code_only(text).splitlines()
+                if line.strip() and not re.match(r"#(\s|$)", line.strip())]
 
     added = replaced = 0
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines(starter), lines(solution), autojunk=False).get_opcodes():

@@ -3,7 +3,7 @@
 Each row names an idea, the spelling the course uses and the spellings it avoids. An avoided spelling may
 not appear in the Chinese prose of any page (notebooks' lang-zh markdown cells, exercises included, and the
 lang-zh blocks of book/*.md; the generated glossary page lists other spellings on purpose and is checked
-through its source instead), in a Chinese glossary definition, or in a Chinese string of the package (the
+through its source instead), in the Chinese comments of an exercise's starter, in a Chinese glossary definition, or in a Chinese string of the package (the
 glossary's lists of other spellings excepted). An avoided spelling in Latin letters (notebook) counts only
 next to a Chinese character: `notebooks/` in a path or an English sentence is not Chinese prose.
 """
@@ -54,6 +54,11 @@ def _zh_prose() -> list[tuple[str, str]]:
         for i, c in enumerate(json.loads(nb_path.read_text(encoding="utf-8"))["cells"]):
             if c["cell_type"] == "markdown" and "lang-zh" in c["metadata"].get("tags", []):
                 out.append((f"{nb_path.name} cell {i}", _visible("".join(c["source"]))))
+    from gemm_course.bilingual.comments import chinese_comments
+    from gemm_course.exercises import exercises
+
+    for e in exercises():  # the starter's Chinese comments: what a Chinese reader reads in the code
+        out.append((f"{e.id} starter comments", "\n".join(chinese_comments(e.starter))))
     for page in sorted((REPO / "book").glob("*.md")):
         if page == glossary.PAGE:
             continue
