@@ -20,14 +20,13 @@ and which warps do what (warp specialization). This kernel is Level 11 step 4 (g
 
 A and B are zero-filled by TMA beyond the matrices and C's TMA store clips its rows and columns, so partial tiles in
 M, N and K are right; TMA reads rows in whole 16-byte pieces, so K and N must be multiples of 8 (Level 11's rule).
-:data:`GLUON_LINE_MAP` maps the lines to the course's levels. GPU only (Hopper, sm_90); compile.py compiles it for
+gemm_course.dsl.line_maps.GLUON_LINE_MAP maps the lines to the course's levels. GPU only (Hopper, sm_90); compile.py compiles it for
 sm_90 without a GPU.
 
 Importing this module imports triton (gemm_course.dsl.tensors.require_triton says what to install).
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Mapping, Optional
 
 from gemm_course.dsl.tensors import require_triton
@@ -39,7 +38,6 @@ from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 
-from gemm_course.dsl.triton_gemm import LineMap  # noqa: E402
 
 
 @gluon.constexpr_function
@@ -143,40 +141,6 @@ def gluon_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
                                           NUM_SMS))], [1], [24])
 
 
-GLUON_LINE_MAP: tuple[LineMap, ...] = (
-    LineMap("gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)", "10, 11",
-            "extern __shared__ ring of stages, 128-byte swizzled (NVMMASharedLayout: the layout wgmma and TMA agree "
-            "on)", "extern __shared__ 的多个流水级环形缓冲，128 字节重排（swizzle）布局（NVMMASharedLayout：wgmma "
-            "与 TMA 共同认可的布局）"),
-    LineMap("mbarrier.init(ready.index(s), count=1); mbarrier.init(free.index(s), count=1)", "11",
-            "the full and empty mbarriers of each stage (mbarrier.init)",
-            "每个流水级的 full 与 empty 两个 mbarrier（mbarrier.init）"),
-    LineMap("gl.warp_specialize([(mma_partition, ...), (load_partition, ...)], [1], [24])", "11",
-            "step 3's warp specialization: a producer and consumers, setmaxnreg moving registers to the consumers",
-            "第 3 步的 warp 特化：一个生产者与若干消费者，setmaxnreg 把寄存器让给消费者"),
-    LineMap("for tile in range(gl.program_id(0), tiles_m * tiles_n, NUM_SMS):", "11",
-            "step 4's persistent kernel (持久化内核): one block per SM walks the tiles", "第 4 步的持久化内核：每个 SM 一个线程块，依次处理各分块"),
-    LineMap("mbarrier.wait(free.index(stage), lap ^ 1)", "11",
-            "the producer waits for an empty stage (the parity of the ring's lap)", "生产者等待空闲的流水级（按环形缓冲圈数的奇偶）"),
-    LineMap("mbarrier.expect(ready.index(stage), ...); tma.async_copy_global_to_shared(a_desc, [off_m, kk * BK], ...)",
-            "10, 11",
-            "mbarrier.arrive.expect_tx and cp.async.bulk.tensor: the TMA copy completes on the stage's full barrier",
-            "mbarrier.arrive.expect_tx 与 cp.async.bulk.tensor：TMA 拷贝在该流水级的 full 屏障上完成"),
-    LineMap("layout: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps()); acc = gl.zeros((BM, BN), dtype=gl.float32, "
-            "layout=layout)", "11",
-            "the accumulator fragments of wgmma in registers, their layout written down instead of implied",
-            "wgmma 累加器片段位于寄存器中，其布局明确写出而不是隐含"),
-    LineMap("warpgroup_mma(a_ring.index(stage), b_ring.index(stage), acc, is_async=True)", "11",
-            "wgmma.fence, wgmma.mma_async (m64nBNk16, operands from shared memory), wgmma.commit_group",
-            "wgmma.fence、wgmma.mma_async（m64nBNk16，操作数取自共享内存）、wgmma.commit_group"),
-    LineMap("acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, )); mbarrier.arrive(free.index(...), pred=kk > 0)",
-            "11",
-            "wgmma.wait_group 1, then arrive on the previous stage's empty barrier (在 mbarrier 上执行 arrive)",
-            "wgmma.wait_group 1，然后在上一个流水级的 empty 屏障上执行 arrive"),
-    LineMap("c_tile.store(...); fence_async_shared(); tma.async_copy_shared_to_global(...)", "11",
-            "step 6's epilogue: C through shared memory, fence.proxy.async, a TMA store, overlapped with the next tile",
-            "第 6 步的尾处理（epilogue）：C 经共享内存、fence.proxy.async、TMA 存储写出，与下一个分块重叠"),
-)
 
 
 GLUON_DEFAULT = {"BM": 128, "BN": 256, "BK": 64, "group_m": 8, "stages": 3, "c_type": "input"}
@@ -246,8 +210,3 @@ def gluon_gemm(A: Any, B: Any, out: Optional[Any] = None, **setting: Any) -> Any
     grid, args, options = gluon_launch(A, B, C, resolved)
     gluon_gemm_kernel[grid](*args, **options)
     return C
-
-
-def kernel_source() -> str:
-    """The Python source of the Gluon kernel and its two partitions, as a notebook shows it."""
-    return "\n\n".join(inspect.getsource(f.fn) for f in (gluon_gemm_kernel, load_partition, mma_partition))

@@ -10,9 +10,8 @@
   compiler into a ring of ``num_stages`` shared-memory buffers, C stored by TMA in float32 or bf16 (``c_type``, as
   Level 11's). TMA reads rows in whole 16-byte pieces, so K and N must be multiples of 8 (Level 11's rule).
 
-Each kernel's lines, mapped to the course's levels and the CUDA C they stand for: :data:`TILED_LINE_MAP` and
-:data:`HOPPER_LINE_MAP` (rows of ``LineMap``: the DSL line, the level, the CUDA construct in English and Chinese);
-a notebook shows them beside :func:`kernel_source`.
+Each kernel's lines, mapped to the course's levels and the CUDA C they stand for, are in gemm_course.dsl.line_maps
+(TILED_LINE_MAP, HOPPER_LINE_MAP), which needs no triton: a page shows them beside line_maps.kernel_source.
 
 What the compiler does that the CUDA levels wrote by hand: the shared-memory tiles and their layout (swizzled,
 Level 10), the ring of cp.async or TMA copies and its waits (``num_stages``, Levels 4, 10, 11), the split of the
@@ -24,8 +23,7 @@ Importing this module imports triton (gemm_course.dsl.tensors.require_triton say
 """
 from __future__ import annotations
 
-import inspect
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, Optional
 
 from gemm_course.dsl.tensors import require_triton
 
@@ -33,15 +31,6 @@ require_triton("gemm_course.dsl.triton_gemm")
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
-
-
-class LineMap(NamedTuple):
-    """One line (or short run of lines) of a DSL kernel and what it stands for in the course's CUDA C."""
-
-    line: str
-    level: str
-    cuda_en: str
-    cuda_zh: str
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -88,39 +77,6 @@ def tiled_gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride
     tl.store(c_tile, acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
-TILED_LINE_MAP: tuple[LineMap, ...] = (
-    LineMap("pid = tl.program_id(0)", "1",
-            "blockIdx: one program per tile of C, a whole thread block's work",
-            "blockIdx：每个程序（program）负责 C 的一个分块，即一个线程块的工作"),
-    LineMap("first_tile_m = ...; group_rows = ...; tile_m = ...; tile_n = ...", "8",
-            "the grouped block order (group_m = 8): blocks that run together share rows of A and columns of B in L2",
-            "分组的线程块顺序（group_m = 8）：同时运行的线程块在 L2 中共用 A 的行与 B 的列"),
-    LineMap("rows = tile_m * BM + tl.arange(0, BM)", "2",
-            "the BM×BN block tile (线程块分块); tl.arange is a whole vector of indices, the threads are the "
-            "compiler's to place", "BM×BN 的线程块分块；tl.arange 是一整个下标向量，线程如何摆放由编译器决定"),
-    LineMap("a_tile = a_ptr + rows[:, None] * stride_am + ks[None, :]", "2, 3",
-            "the addresses of one k-tile of A; unit column stride lets the compiler coalesce and vectorize "
-            "(Levels 3 and 7)", "A 的一个 k 分块的地址；列步长为 1，编译器据此合并访问并向量化（第 3、7 级）"),
-    LineMap("acc = tl.zeros((BM, BN), dtype=tl.float32)", "5, 8",
-            "the accumulators in registers, split over the threads' TM×TN tiles (线程分块) by num_warps",
-            "寄存器中的累加器，由 num_warps 决定如何分到各线程的 TM×TN 线程分块"),
-    LineMap("for k in range(0, K, BK):", "2, 4, 10",
-            "the k-loop over tiles staged in shared memory; num_stages makes it a ring of cp.async copies "
-            "(Level 4's double buffer, Level 10's multi-stage pipeline), the barriers included",
-            "沿 k 方向逐个分块的循环，分块放在共享内存中；num_stages 把它变成一个 cp.async 拷贝的环形缓冲"
-            "（第 4 级的双缓冲、第 10 级的多个流水级），屏障也由编译器插入"),
-    LineMap("a = tl.load(a_tile, mask=(rows[:, None] < M) & (ks[None, :] < K - k), other=0.0)", "1, 4",
-            "the bounds check of every load (if (row < M && k < K)), a zero outside the matrix",
-            "每次加载的边界检查（if (row < M && k < K)），矩阵之外取 0"),
-    LineMap("acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)", "5, 8, 9, 10",
-            "fp32: the FFMA outer products of the register tile (\"ieee\": no TF32); bf16: mma.sync on sm_80 "
-            "(Level 10), wgmma on sm_90 (Level 11), ldmatrix and the swizzled shared layout included",
-            "fp32：寄存器分块上的 FFMA 外积（\"ieee\"：不用 TF32）；bf16：sm_80 上是 mma.sync（第 10 级），"
-            "sm_90 上是 wgmma（第 11 级），ldmatrix 与重排（swizzle）的共享内存布局一并生成"),
-    LineMap("tl.store(c_tile, acc, mask=...)", "1, 6, 7",
-            "the epilogue: the bounds-checked store of C, vectorized where the compiler can",
-            "尾处理（epilogue）：带边界检查的 C 写回，编译器能向量化时即向量化"),
-)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -153,29 +109,6 @@ def hopper_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
-HOPPER_LINE_MAP: tuple[LineMap, ...] = (
-    LineMap("def hopper_gemm_kernel(a_desc, b_desc, c_desc, ...)", "10, 11",
-            "the TMA tensor maps (cuTensorMapEncodeTiled, hopper.py), made on the host by TensorDescriptor; the "
-            "swizzle chosen by the compiler", "TMA 张量描述符（cuTensorMapEncodeTiled，见 hopper.py），在主机端由 "
-            "TensorDescriptor 生成；重排（swizzle）方式由编译器选择"),
-    LineMap("for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_SMS, flatten=True):", "11",
-            "step 4's persistent kernel (持久化内核): grid = the SM count, each block walks tiles",
-            "第 4 步的持久化内核：网格大小等于 SM 数，每个线程块依次处理多个分块"),
-    LineMap("off_m = ...; off_n = ...", "8",
-            "the grouped block order, now over the tiles a persistent program visits",
-            "分组的线程块顺序，这里作用于持久化程序依次访问的分块"),
-    LineMap("a = a_desc.load([off_m, kk * BK])", "10, 11",
-            "cp.async.bulk.tensor: one thread issues the tile's copy, completing on an mbarrier of the ring "
-            "(num_stages stages); zeros beyond the matrix",
-            "cp.async.bulk.tensor：一个线程发出整块拷贝，在环形缓冲某个流水级的 mbarrier 上完成（共 num_stages "
-            "个流水级）；矩阵之外填 0"),
-    LineMap("acc = tl.dot(a, b, acc)", "11",
-            "wgmma.mma_async on 64-row slices per warpgroup, operands from shared memory, waits by wgmma.wait_group",
-            "wgmma.mma_async，每个线程束组负责 64 行，操作数直接取自共享内存，用 wgmma.wait_group 等待"),
-    LineMap("c_desc.store([off_m, off_n], acc.to(c_desc.dtype))", "11",
-            "step 6's epilogue: C through shared memory and a TMA store, rows and columns beyond C clipped",
-            "第 6 步的尾处理（epilogue）：C 经共享内存由 TMA 存储写出，超出 C 的行列被裁掉"),
-)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -381,14 +314,3 @@ def hopper_gemm(A: Any, B: Any, out: Optional[Any] = None, **setting: Any) -> An
     grid, args, options = hopper_launch(A, B, C, resolved)
     hopper_gemm_kernel[grid](*args, **options)
     return C
-
-
-KERNELS = {"tiled": tiled_gemm_kernel, "hopper": hopper_gemm_kernel}
-
-
-def kernel_source(name: str) -> str:
-    """The Python source of a kernel ("tiled" or "hopper"), as a notebook shows it."""
-    if name not in KERNELS:
-        raise ValueError(_plain(f"no Triton kernel {name!r}; the kernels: {', '.join(KERNELS)}",
-                                f"没有 Triton 内核 {name!r}；已有的内核：{', '.join(KERNELS)}"))
-    return inspect.getsource(KERNELS[name].fn)
