@@ -65,6 +65,9 @@ class Session:
         self.wall_s = wall_s
         self.block_order_seed = 0
         self._child: Optional[Child] = None
+        # A grading builds the same library for every shape and profile; the child loads it once, and the
+        # library's code is screened once (indirect_calls runs objdump over it).
+        self._loaded: dict[tuple[str, str, str, bool], RemoteKernel] = {}
 
     @property
     def child(self) -> Child:
@@ -87,6 +90,12 @@ class Session:
         return self._child.printed if self._child else ""
 
     def load(self, path: Path, kernel: str, source_name: str, race_check: bool) -> "RemoteKernel":
+        key = (str(path), kernel, source_name, bool(race_check))
+        if key not in self._loaded:
+            self._loaded[key] = self._load(path, kernel, source_name, race_check)
+        return self._loaded[key]
+
+    def _load(self, path: Path, kernel: str, source_name: str, race_check: bool) -> "RemoteKernel":
         from .screen import indirect_calls
 
         where = indirect_calls(path, source_name)
