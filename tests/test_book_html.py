@@ -343,3 +343,25 @@ def test_search_puts_a_levels_own_page_first(html_dir: Path, tmp_path: Path) -> 
     found = json.loads(run.stdout)
     wrong = {q: found[q] for q, doc in queries.items() if not found[q] or found[q][0][:2] != [doc, ""]}
     assert not wrong, f"the level's own page is not the first result: {wrong}"
+
+
+def test_code_comments_show_one_language(html_dir: Path) -> None:
+    """Each exercise's starter cell shows, and its copy button copies, the comments of the chosen language only
+    (gemm_course/bilingual/comments.py marks the lines; bilingual.css and bilingual.js hide the other language)."""
+    from gemm_course.bilingual.comments import in_language, text_shown
+    from gemm_course.exercises import exercises
+    from gemm_course.exercises.cells import answer_variable
+
+    pres: dict[str, list[str]] = {}
+    bad = []
+    for e in exercises():
+        doc = f"notebooks/{e.level}"
+        if doc not in pres:
+            text, _ = _page(html_dir, doc)
+            pres[doc] = re.findall(r"<pre\b[^>]*>(.*?)</pre>", text, re.S)
+        want = {lang: f'{answer_variable(e)} = r"""{in_language(e.starter, lang)}"""' for lang in ("en", "zh")}
+        if not any(all(text_shown(inner, lang).strip() == want[lang].strip() for lang in want) for inner in pres[doc]):
+            bad.append(f"{doc}.html: no block shows {e.id}'s starter with one language's comments")
+    assert not bad, "\n".join(bad)
+    copy = (html_dir / "_static" / "copybutton.js").read_text(encoding="utf-8")
+    assert "gemm-off" in copy, "the copy button would copy the hidden language's comments"

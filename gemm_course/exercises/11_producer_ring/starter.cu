@@ -80,9 +80,9 @@
 //   B (MN-major): "leading" offset between 64-column chunks = 64 rows × 128 B = 8192 B; stride
 //                 between 8-row (k) groups = 1024 B; a k-step of 16 moves the start by 16 rows = 2048 B.
 // wgmma 通过一个 64 位描述符找到操作数：起始地址、重排模式和两个跨度
-//   A（K 主序）： 8 行组之间的跨度 = 1024 B；k 每走 16 步，起始地址移动 32 B。
+//   A（K 主序）： 8 行组之间的跨度 = 1024 B；k 每前进 16，起始地址移动 32 B。
 //   B（MN 主序）：64 列块之间的 “leading” 偏移 = 64 行 × 128 B = 8192 B；8 行 (k) 组之间的
-//                跨度 = 1024 B；k 每走 16 步，起始地址移动 16 行 = 2048 B。
+//                跨度 = 1024 B；k 每前进 16，起始地址移动 16 行 = 2048 B。
 //
 // Preconditions (the launcher checks them): K and N multiples of 8 and 16-byte aligned A, B, C
 // (TMA needs 16-byte row strides; 16-byte loads need whole chunks). M is free. Past the edges TMA
