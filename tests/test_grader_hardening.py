@@ -105,9 +105,12 @@ def test_a_missing_load_guard_is_named_as_an_out_of_bounds_read():
 
 
 def test_a_race_names_the_shared_element_and_the_learners_line():
-    verdict = ex.grade("02_missing_barrier", ex.get_exercise("02_missing_barrier").starter, seed=3)  # no barrier before the loads
+    starter = ex.get_exercise("02_missing_barrier").starter
+    verdict = ex.grade("02_missing_barrier", starter, seed=3)  # no barrier before the loads
     failed = next(s for s in verdict.steps if s.passed is False)
-    assert verdict.failed_step == "race" and "wrote As[0][0]" in failed.en and "my_kernel.cu:33" in failed.en, str(verdict)
+    store = 1 + next(n for n, line in enumerate(starter.splitlines()) if line.strip().startswith("As[ty][tx] ="))
+    assert verdict.failed_step == "race" and "wrote As[0][0]" in failed.en and f"my_kernel.cu:{store}" in failed.en, \
+        str(verdict)
     assert "next iteration of the loop" in failed.en and "下一次迭代" in failed.zh and "As[0][0]" in failed.zh
     assert "02_smem_tiling.cu" not in failed.en
 

@@ -645,7 +645,8 @@ GC_RUNTIME inline void check_not_in_flight(const ShadowWord* w, uintptr_t offset
 }
 
 // The race detector's bookkeeping for one word accessed by thread t.
-GC_RUNTIME inline bool track_word(ShadowWord* w, uintptr_t offset, int t, bool write, uintptr_t pc) {
+GC_RUNTIME inline __attribute__((always_inline)) bool track_word(ShadowWord* w, uintptr_t offset, int t, bool write,
+                                                           uintptr_t pc) {
     if (w->interval != rt.interval) {  // a new interval: forget the accessors, keep a copy in flight
         w->interval = rt.interval;
         w->writer = w->reader = w->atomic_thread = -1;
@@ -669,20 +670,56 @@ GC_RUNTIME inline bool track_word(ShadowWord* w, uintptr_t offset, int t, bool w
 
 GC_RUNTIME inline bool is_runner_fiber() {
     // Only the thread that runs the fibers: the watchdog thread (and Python's) pass through these hooks
-    // too, and must neither be counted as a CUDA thread nor write the profile concurrently.
-    return rt.current >= 0 && rt.armed && pthread_equal(pthread_self(), rt.runner);
+    // too, and must neither be counted as a CUDA thread nor write the profile concurrently. Only the runner
+    // ever runs on a fiber's stack, so the stack this hook runs on says which thread it is: one subtraction
+    // and one comparison on every access, where asking pthread_self was a sixth of the hook's work.
+    const uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    return rt.current >= 0 && rt.armed && here - (uintptr_t)rt.stacks < (uintptr_t)kMaxThreads * stack_slot();
 }
 
+// Every load and store of a race-check build arrives here (the kernel's accesses to global memory and to
+// its own stack too). shared_access takes the common case inline: a plain access of 4, 8 or 16 bytes to
+// whole words of the kernel's static shared memory, no profile being recorded, no race found yet, no copy
+// in flight into those words. Anything else takes the full path, shared_access_checked, which does the
+// same bookkeeping for that case: the fast path changes how long a check takes, not what it finds.
+GC_RUNTIME __attribute__((noinline)) void shared_access_checked(const void* p, size_t size, bool write, uintptr_t pc,
+                                                               bool atomic);
+
 GC_RUNTIME inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+#ifdef GC_CPU_POISON_SHARED
+    // The access's offset in the shadow's numbering (shadow_of's): static shared memory first, then dynamic.
+    uintptr_t offset = (uintptr_t)p - (uintptr_t)gc_shared_begin;
+    if (offset + size > static_shared_bytes()) {
+        const uintptr_t dynamic = (uintptr_t)p - (uintptr_t)rt.dynamic_shared;
+        offset = dynamic + size <= rt.dynamic_shared_bytes ? (static_shared_bytes() + 3) / 4 * 4 + dynamic : 1;
+    }
+    if (!atomic && (size == 4 || size == 8 || size == 16) && (offset & 3) == 0
+        && offset / 4 + size / 4 <= race.capacity && !race.profiling && !race.found && is_runner_fiber()) {
+        ShadowWord* const w = &race.words[offset / 4];
+        bool in_flight = false;
+        for (size_t i = 0; i < size / 4; ++i)
+            in_flight |= w[i].async_thread >= 0 && w[i].async_block == rt.block_serial;
+        if (!in_flight) {
+            for (size_t i = 0; i < size / 4; ++i)
+                if (!track_word(&w[i], offset + 4 * i, rt.current, write, pc)) return;
+            return;
+        }
+    }
+#endif
+    shared_access_checked(p, size, write, pc, atomic);
+}
+
+GC_RUNTIME __attribute__((noinline)) void shared_access_checked(const void* p, size_t size, bool write, uintptr_t pc,
+                                                               bool atomic) {
     if (!is_runner_fiber()) return;
     const int t = rt.current;
     if (race.profiling) record_access(t, p, size, (write || atomic) ? 1 : 0, pc);
-    const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3;
+    const uintptr_t first = (uintptr_t)p & ~(uintptr_t)3, end = (uintptr_t)p + size;
     uintptr_t offset;
-    if (!shadow_of(first, &offset)) return check_global((uintptr_t)p, size, write, pc, atomic);
-    for (uintptr_t a = first; a < (uintptr_t)p + size; a += 4) {
-        ShadowWord* w = shadow_of(a, &offset);
-        if (!w) return;
+    ShadowWord* w = shadow_of(first, &offset);
+    if (!w) return check_global((uintptr_t)p, size, write, pc, atomic);
+    for (uintptr_t a = first; a < end; a += 4) {
+        if (a != first && !(w = shadow_of(a, &offset))) return;  // the first word's shadow is found above
         check_not_in_flight(w, offset, size, write || atomic, pc);
         if (race.found) continue;
         if (!atomic) {

@@ -1,7 +1,7 @@
 // mechanism: keeps passing __syncthreads() forever (defeats the per-barrier watchdog)
 // expect: failed run
 // message: ran past its
-// wall: 15
+// wall: 6
 // Level 2 — shared-memory tiling: a block computes a TILE×TILE tile of C, staging TILE×TILE tiles
 // of A and B in shared memory so that each value loaded from global memory is used TILE times.
 //
