@@ -260,5 +260,7 @@ def test_another_right_answer_is_solved(exercise_id, make):
 
 def test_the_kernel_or_function_each_exercise_names_is_in_its_starter():
     for e in CHAPTER_EXERCISES:
+        if e.kind == "predict":  # numbers, not code: its names are the quantities of its "predict" check
+            continue
         name = e.data.get("kernel") or e.data.get("function")
         assert name and f"{name}(" in e.starter and f"{name}(" in e.solution, e.id

@@ -11,8 +11,8 @@ Each folder under gemm_course/exercises/ holds
     solution.cu     a reference solution (solution.txt likewise)
 
 An exercise's level is a level of the registry (levels.py), or one of the chapters outside it
-(CHAPTERS: Level 0, the CUDA basics; Level 12, several GPUs; Level 13, FP8), whose exercises name
-their own runner.
+(CHAPTERS: Level 0, the CUDA basics; Level 12, several GPUs; Level 13, FP8; Level 14, Triton and
+Gluon), whose exercises name their own runner.
 
 The grader runs the learner's kernel through the CPU backend on odd shapes (no GPU needed), with
 the race detector on, then the checks the lesson is about: the warp access profile (sectors per
@@ -43,6 +43,7 @@ CHAPTERS: dict[str, tuple[int, str, str]] = {
     "00_cuda_basics": (0, "The CUDA programming model", "CUDA 编程模型"),
     "12_multi_gpu": (12, "One GEMM on several GPUs", "多 GPU 上的 GEMM"),
     "13_fp8_blockscaled": (13, "FP8 with fine-grained scales", "细粒度缩放的 FP8"),
+    "14_triton_gluon": (14, "The same GEMM in Triton and Gluon", "用 Triton 和 Gluon 写同一个 GEMM"),
 }
 
 
@@ -81,7 +82,7 @@ class Exercise:
 
     @property
     def number(self) -> int:
-        """The level's number (0 to 13)."""
+        """The level's number (0 to 14)."""
         return level_number(self.level)
 
     def _file(self, stem: str) -> Path:

@@ -9,6 +9,8 @@
                             course's own split and models
     fp8           Level 13  a CUDA C kernel on e4m3 bytes (the 1x128 quantiser, the promotion loop), on
                             the CPU backend, against gemm_course.fp8.formats
+    dsl           Level 14  a Triton kernel's k-loop, run by Triton's interpreter in a child process
+                            (triton_answers.py), and a Triton configuration's course quantities, predicted
 
 Each exercise.json of these chapters names its task ("task"), which picks the function that grades it
 (TASKS). A kernel's result is checked first; then, where a right result does not show the lesson (a grid-
@@ -1199,7 +1201,21 @@ TASKS: dict[str, dict[str, Callable[[Attempt], list[Step]]]] = {
     "multi_gpu": {"row_split": _grade_row_split, "ring_all_reduce": _grade_ring_all_reduce,
                   "overlap_pipeline": _grade_overlap_pipeline},
     "fp8": {"quantize_1x128": _grade_quantize, "promotion": _grade_promotion},
+    "dsl": {"tile_loop": lambda attempt: _triton_answers().grade_tile_loop(attempt),
+            "predict_config": lambda attempt: _predict_run(attempt)},
 }
+
+
+def _triton_answers() -> Any:
+    from . import triton_answers
+
+    return triton_answers
+
+
+def _predict_run(attempt: Attempt) -> list[Step]:
+    from .predict import run
+
+    return run(attempt)
 
 
 def _run(runner: str, attempt: Attempt) -> list[Step]:
@@ -1223,3 +1239,9 @@ def run_multi_gpu(attempt: Attempt) -> list[Step]:
 def run_fp8(attempt: Attempt) -> list[Step]:
     """Level 13: an FP8 kernel on e4m3 bytes, on the CPU backend, against gemm_course.fp8.formats."""
     return _run("fp8", attempt)
+
+
+def run_dsl(attempt: Attempt) -> list[Step]:
+    """Level 14: a Triton kernel run by Triton's interpreter in a child process (triton_answers), or the course
+    quantities of a Triton configuration, predicted (predict.run; the "predict" check compiles the course's kernel)."""
+    return _run("dsl", attempt)

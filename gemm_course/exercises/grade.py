@@ -155,6 +155,7 @@ RUNNERS: dict[str, str] = {
     "cuda_basics": "chapters:run_cuda_basics",       # Level 0: a kernel launched like primer.run_kernel
     "multi_gpu": "chapters:run_multi_gpu",           # Level 12
     "fp8": "chapters:run_fp8",                       # Level 13
+    "dsl": "chapters:run_dsl",                       # Level 14: Triton, in Triton's interpreter
 }
 
 CHECKS: dict[str, str] = {
@@ -169,6 +170,7 @@ CHECKS: dict[str, str] = {
     "block_order": "lesson_checks:block_order_check",
     "index_math": "index_math:check",                # Tensor Core index math, run on the CPU
     "predict": "predict:check",
+    "triton_dot": "triton_answers:dot_check",        # Level 14: one tl.dot per program and k-tile
 }
 
 

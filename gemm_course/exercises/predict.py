@@ -27,6 +27,8 @@ Measures, each taken live from the level's own kernel when grading (nothing reco
     geometry the launch: threads_per_block, or blocks (the grid) at the quantity's shape
     traffic  the tile-traffic model (models.tile_traffic) for the setting's block tile: bytes of A and
              B read from global memory with no cache reuse, at the quantity's shape, in `unit` bytes
+    triton   Level 14: the course's tiled Triton kernel compiled (no GPU) for the setting's target
+             (triton_answers.measure_config): threads_per_block, cuda_level, ring_bytes, acc_per_thread
 
 Predicting is what is rewarded, not searching. The tries are counted from the progress file (a try is a
 recorded grading that compared the predictions with measurements; progress.record counts them):
@@ -244,6 +246,10 @@ def _block_work(level: str, params: Mapping[str, Any], K: int) -> tuple[int, int
 
 def measure(level: str, params: Mapping[str, Any], shape: Sequence[int], spec: Mapping[str, Any]) -> float:
     """One quantity of a level's own kernel at a setting (see the module docstring)."""
+    if spec["from"] == "triton":  # Level 14: the course's tiled Triton kernel, compiled for the setting's target
+        from .triton_answers import measure_config
+
+        return measure_config(params, spec)
     lv = get_level(level)
     resolved = lv.resolve(**params)
     source = spec["from"]
