@@ -129,6 +129,10 @@ def test_how_to_run_numbers() -> None:
     assert (f"thread ({','.join(map(str, t0))}) read a word at line {l0.split(':')[1]} that thread "
             f"({','.join(map(str, t1))}) wrote at line {l1.split(':')[1]}") in text
     assert l0.startswith("02_smem_tiling.cu:") and "`02_smem_tiling.cu`" in text
+    # ... and the Chinese twin names the same lines (the kernel's comments, in two languages, move them)
+    zh = "\n".join(c.source for c in read_myst(REPO / "book" / "how_to_run.md") if "lang-zh" in c.tags)
+    assert (f"线程 ({','.join(map(str, t0))}) 在第 {l0.split(':')[1]} 行读取了一个字，而线程 "
+            f"({','.join(map(str, t1))}) 在第 {l1.split(':')[1]} 行写入了这个字") in zh
     # Level 1 with mapping=rows: 32 sectors per load of A where 4 would do
     loads = [r for r in warp_access.profile(1, 64, 64, 64, mapping="rows") if r.array == "A"]
     assert len(loads) == 1 and loads[0].per_access == 32 and loads[0].ideal_units / loads[0].warp_accesses == 4

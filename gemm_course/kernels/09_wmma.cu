@@ -1,11 +1,17 @@
 // Level 9 — Tensor Cores through the WMMA API: fp16 or bf16 inputs (T = __half, sm_70+, or
 // __nv_bfloat16, sm_80+), fp32 accumulation, fp32 C.
+// 第 9 级：通过 WMMA API 使用张量核心。输入为 fp16 或 bf16（T = __half，sm_70 及以上；或
+// __nv_bfloat16，sm_80 及以上），fp32 累加，C 为 fp32。
 //
 // A Tensor Core instruction multiplies small matrix tiles as one operation. CUDA's WMMA API exposes
 // it per warp: the 32 lanes of a warp together hold a 16×16 "fragment" of A, of B and of the
 // accumulator (the API hides which lane holds which element), and mma_sync computes
 // acc += A_frag · B_frag for a 16×16×16 piece: 4096 multiply-adds in one warp-wide instruction
 // sequence instead of 4096 FFMA lane-operations.
+// 一条张量核心指令把小的矩阵分块作为一次操作相乘。CUDA 的 WMMA API 以线程束为单位暴露它：
+// 一个线程束的 32 个 lane 共同持有 A、B 和累加器各一个 16×16 的“片段”（fragment）（API 不公开哪个
+// lane 持有哪个元素），mma_sync 对一个 16×16×16 的块计算 acc += A_frag · B_frag：4096
+// 次乘加由一个线程束级指令序列完成，而不是 4096 次 lane 级的 FFMA。
 //
 // Three kernels:
 //   wmma_direct<WARPS_M, WARPS_N>  each warp owns one 16×16 tile of C and loads its fragments
@@ -25,6 +31,15 @@
 //                                  WM×WN warp tiles (up to 4×4 fragments), BK-deep k-tiles (32 or
 //                                  64), optionally two sets of fragment registers, and an
 //                                  L2-friendly block order. See the diagram above that kernel.
+// 三个内核：
+//   wmma_direct<WARPS_M, WARPS_N>  每个线程束负责 C 的一个 16×16 分块，直接从全局内存加载片段。
+//                                  load_matrix_sync 从 32 字节对齐的地址读取完整的 16×16 分块，
+//                                  所以本内核要求 M、N、K 是 16 的倍数（启动器会检查并给出提示）。
+//   wmma_shared<BM, BN, VEC>       线程块把 A 的 BM×32 和 B 的 32×BN 暂存在共享内存中（越过边缘的
+//                                  部分填 0：任意 M、N、K；启动器在 K 和 N 是 8 的倍数且指针 16 字节
+//                                  对齐时选用 VEC，以 16 字节为单位拷贝），每个线程束以 2×2 个片段
+//                                  计算 C 的一个 32×32 分块，每个 A 片段和 B 片段各复用两次；C 内的
+//                                  片段直接写回，边缘片段经由每个线程束的暂存分块写回。
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -40,6 +55,7 @@ wmma_direct(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
     const int row = (blockIdx.y * WARPS_M + warp / WARPS_N) * 16;
     const int col = (blockIdx.x * WARPS_N + warp % WARPS_N) * 16;
     if (row >= M || col >= N) return;  // the whole warp leaves together: no barrier follows
+                                       // 整个线程束一起退出：后面没有屏障
 
     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
@@ -47,7 +63,9 @@ wmma_direct(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
     wmma::fill_fragment(acc, 0.0f);
     for (int k = 0; k < K; k += 16) {
         wmma::load_matrix_sync(a, A + (size_t)row * K + k, K);  // 16 rows of A, stride K
+                                                                // A 的 16 行，跨度 K
         wmma::load_matrix_sync(b, B + (size_t)k * N + col, N);  // 16 rows of B, stride N
+                                                                // B 的 16 行，跨度 N
         wmma::mma_sync(acc, a, b, acc);
     }
     wmma::store_matrix_sync(C + (size_t)row * N + col, acc, N, wmma::mem_row_major);
@@ -62,9 +80,11 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
     constexpr int WARPS_N = BN / 32;
     constexpr int THREADS = (BM / 32) * WARPS_N * 32;
     constexpr int A_LD = BK + 8, B_LD = BN + 8;  // +16 bytes per row: rows start in other banks
+                                                 // 每行多 16 字节：各行从不同的存储体开始
     __shared__ __align__(32) T As[BM][A_LD];
     __shared__ __align__(32) T Bs[BK][B_LD];
     __shared__ __align__(32) float scratch[THREADS / 32][16 * 16];  // edge fragments of C
+                                                                    // C 的边缘片段
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
@@ -81,6 +101,7 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
 
     for (int k0 = 0; k0 < K; k0 += BK) {
         if (VEC) {  // 16-byte copies: 8 halves, wholly inside or outside (K, N multiples of 8)
+                    // 16 字节拷贝：8 个 half，要么完全在内，要么完全在外（K、N 是 8 的倍数）
             const uint4 none = make_uint4(0, 0, 0, 0);
             for (int e = threadIdx.x; e < BM * BK / 8; e += THREADS) {
                 const int m = e / (BK / 8), k = (e % (BK / 8)) * 8;
@@ -93,11 +114,14 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
                     ? *reinterpret_cast<const uint4*>(B + (size_t)(k0 + k) * N + col0 + n) : none;
             }
         } else {  // element by element, for any shape
+                  // 逐个元素，适用于任何形状
             for (int e = threadIdx.x; e < BM * BK; e += THREADS) {  // k fastest: coalesced
+                                                                    // k 变化最快：合并访问
                 const int m = e / BK, k = e % BK;
                 As[m][k] = (row0 + m < M && k0 + k < K) ? A[(size_t)(row0 + m) * K + k0 + k] : zero;
             }
             for (int e = threadIdx.x; e < BK * BN; e += THREADS) {  // n fastest: coalesced
+                                                                    // n 变化最快：合并访问
                 const int k = e / BN, n = e % BN;
                 Bs[k][n] = (k0 + k < K && col0 + n < N) ? B[(size_t)(k0 + k) * N + col0 + n] : zero;
             }
@@ -119,6 +143,8 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
 
     // A fragment wholly inside C, with a 32-byte aligned start, goes straight to global memory;
     // any other goes through this warp's scratch tile and is copied element by element.
+    // 完全落在 C 内、起始地址 32 字节对齐的片段直接写到全局内存；其他片段经由本线程束的暂存分块，
+    // 逐个元素拷贝。
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -141,10 +167,14 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
 
 
 // --- staging = "pipelined": how far WMMA goes when it is fed properly --------------------------------
+// --- staging = "pipelined"：喂饱 WMMA 时它能走多远 ---------------------------------------------
 //
 // wmma_shared spends most of its time waiting: each k-tile is loaded, then a barrier, then the math,
 // then another barrier, so the Tensor Cores idle while global memory answers. Here the copies of the
 // next STAGES-1 k-tiles are in flight while the warps compute on the current one:
+// wmma_shared 大部分时间都在等待：每个 k 分块先加载，然后屏障，然后计算，再一次屏障，
+// 于是全局内存响应期间张量核心一直空闲。这里在线程束计算当前 k 分块的同时，后面 STAGES-1 个 k
+// 分块的拷贝已经在传输途中：
 //
 //   global ──cp.async 16 B──▶ stage kt % STAGES ──load_matrix_sync──▶ fragments ──mma_sync──▶ acc
 //            (no registers;       ┌─────────┬─────────┬─────────┐
@@ -162,12 +192,20 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
 // What WMMA still does not let us do: the fragment layout is hidden, so we cannot pick a swizzled
 // shared layout that matches it (Level 10 does). Padding each shared row by 8 halves (16 bytes) is
 // the one tool left: the 8 rows that one load reads then start in 8 different 16-byte bank groups.
+// WMMA 仍然做不到的事：片段布局是隐藏的，所以我们无法选一个与之匹配的重排（swizzle）
+// 共享内存布局（第 10 级可以）。剩下的唯一手段是给共享内存的每行填充 8 个 half（16 字节）：
+// 这样一次加载读取的 8 行会从 8 个不同的 16 字节存储体组开始。
 //
 // Preconditions (the launcher checks them): K and N multiples of 8, so every 16-byte chunk of 8
 // halves is wholly inside or wholly outside its matrix; M is free. With ALIGNED (A and B on 16-byte
 // addresses, C on 32-byte addresses, chosen by the launcher) the chunks travel with cp.async and
 // inner fragments of C are stored straight to global memory; otherwise (an offset view) the same
 // pipeline copies element by element and stores every fragment through the scratch tile.
+// 前提条件（启动器会检查）：K 和 N 是 8 的倍数，这样每个由 8 个 half 组成的 16
+// 字节块要么完全落在矩阵内，要么完全落在矩阵外；M 不受限制。启用 ALIGNED 时（A 和 B 位于 16
+// 字节对齐的地址，C 位于 32 字节对齐的地址，由启动器选定），这些块用 cp.async 传输，C
+// 内部的片段直接写到全局内存；否则（偏移视图）同一条流水线逐个元素拷贝，
+// 每个片段都经由暂存分块写回。
 
 __device__ __forceinline__ unsigned wmma_shared_address(const void* pointer)
 {
@@ -176,6 +214,8 @@ __device__ __forceinline__ unsigned wmma_shared_address(const void* pointer)
 
 // One 16-byte chunk (8 halves) from global to shared memory. inside == false writes 8 zeros (the
 // copy reads 0 source bytes), so a tile that hangs over the edge of A or B adds nothing to C.
+// 把一个 16 字节块（8 个 half）从全局内存拷贝到共享内存。inside == false 时写入 8 个
+// 0（这次拷贝读取 0 字节源数据），所以越过 A 或 B 边缘的分块对 C 没有贡献。
 template <bool ASYNC, typename T>
 __device__ __forceinline__ void copy_chunk(T* shared_dst, const T* global_src, bool inside)
 {
@@ -183,6 +223,7 @@ __device__ __forceinline__ void copy_chunk(T* shared_dst, const T* global_src, b
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                      :: "r"(wmma_shared_address(shared_dst)), "l"(global_src), "r"(inside ? 16 : 0));
     } else {  // misaligned pointers: plain loads and stores, the barrier publishes them
+              // 指针未对齐：普通的加载和存储，由屏障让它们对其他线程可见
 #pragma unroll
         for (int i = 0; i < 8; ++i) shared_dst[i] = inside ? global_src[i] : static_cast<T>(0.0f);
     }
@@ -193,6 +234,10 @@ __device__ __forceinline__ void copy_chunk(T* shared_dst, const T* global_src, b
 // memory into the WMMA load: it emits four generic 4-byte loads per lane and transposes B in
 // registers (MOVM). The PTX form of the same WMMA load, with the .shared state space spelled out,
 // gets ldmatrix back; the fragment's registers are the ones load_matrix_sync would fill.
+// 从共享内存加载 A 或 B 的一个 16×16 片段。对 fp16，load_matrix_sync 编译成每个片段一条 ldmatrix。
+// 对 bf16，编译器没有把“指针位于共享内存”这一信息带进 WMMA 加载：它为每个 lane 生成四次通用的 4
+// 字节加载，并在寄存器中转置 B（MOVM）。同一个 WMMA 加载的 PTX 形式显式写出 .shared 状态空间，
+// 就能重新得到 ldmatrix；片段的寄存器与 load_matrix_sync 所填的相同。
 template <typename Use>
 __device__ __forceinline__ void load_shared_fragment(wmma::fragment<Use, 16, 16, 16, __half, wmma::row_major>& f,
                                                      const __half* p, unsigned ldm)
@@ -201,10 +246,12 @@ __device__ __forceinline__ void load_shared_fragment(wmma::fragment<Use, 16, 16,
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // bf16 fragments exist from sm_80 on
+                                                     // bf16 片段从 sm_80 起才有
 __device__ __forceinline__ void load_shared_fragment(
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>& f, const __nv_bfloat16* p, unsigned ldm)
 {
     unsigned* r = reinterpret_cast<unsigned*>(f.x);  // 8 bf16 values = 4 registers per lane
+                                                     // 8 个 bf16 值 = 每个 lane 4 个寄存器
     asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16 {%0,%1,%2,%3}, [%4], %5;\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(wmma_shared_address(p)), "r"(ldm));
 }
@@ -220,18 +267,28 @@ __device__ __forceinline__ void load_shared_fragment(
 
 // Two blocks per SM where the accumulators leave room (at most 128 registers per thread for 8 warps);
 // a 64×64 warp tile (128 accumulators per thread) or a larger block gets one.
+// 累加器留有余地时每个 SM 两个线程块（8 个线程束时每个线程最多 128 个寄存器）；64×64
+// 的线程束分块（每个线程 128 个累加器）或更大的线程块则每个 SM 一个。
 //
 // BK (32 or 64) is the depth of one k-tile: 64 halves the barriers, the cp.async waits and the
 // address arithmetic per multiply-add, at twice the shared memory per stage (128×128 with 3 stages:
 // 105 KB, still two blocks per SM on sm_90).
+// BK（32 或 64）是一个 k 分块的深度：取 64 时，每次乘加分摊到的屏障、cp.async 等待和地址计算减半，
+// 代价是每个流水级的共享内存翻倍（128×128、3 个流水级：105 KB，在 sm_90 上仍是每个 SM
+// 两个线程块）。
 //
 // FRAG_BUFFERS = 2 moves the barrier into the k-tile: the last 16-deep step of tile kt keeps its
 // fragments in registers, so the warp can wait for tile kt+1, pass the barrier and load kt+1's first
 // fragments BEFORE it issues that step's mma_sync. The Tensor Cores then chew on those while the
 // ldmatrix of the next tile is under way, instead of idling after every barrier:
+// FRAG_BUFFERS = 2 把屏障移进 k 分块内部：分块 kt 最后一个 16 深的步骤把片段留在寄存器里，这样线程束可以
+// 在发出这一步的 mma_sync 之前，先等分块 kt+1 到达、通过屏障、加载 kt+1 最初的片段。于是下一个分块的
+// ldmatrix 进行期间，张量核心在处理这些片段，而不是每次屏障之后都空闲：
 //
 //   FRAG_BUFFERS = 1:  |barrier|ld ld|mma mma mma|ld|mma mma mma|barrier|ld ld|mma …   (gap after each barrier)
 //   FRAG_BUFFERS = 2:  |ld k+1|mma k|ld k+1|mma k|wait+barrier|ld kt+1,0|mma kt,last|ld …
+//   FRAG_BUFFERS = 1:  |屏障|ld ld|mma mma mma|ld|mma mma mma|屏障|ld ld|mma …   （每次屏障之后都有空隙）
+//   FRAG_BUFFERS = 2:  |ld k+1|mma k|ld k+1|mma k|等待+屏障|ld kt+1,0|mma kt,last|ld …
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool ALIGNED, int BK = 32, int FRAG_BUFFERS = 1>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32,
                                   WM * WN < 64 * 64 && (BM / WM) * (BN / WN) <= 8 ? 2 : 1)
@@ -243,19 +300,26 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
     constexpr int FM = WM / 16, FN = WN / 16;      // fragments per warp, down and across
+                                                   // 每个线程束的片段数，纵向和横向
     constexpr int A_LD = BK + 8, B_LD = BN + 8;    // +16 bytes per row: rows start in other banks
+                                                   // 每行多 16 字节：各行从不同的存储体开始
     constexpr int A_STAGE = BM * A_LD, B_STAGE = BK * B_LD;  // elements per stage
+                                                             // 每个流水级的元素数
     static_assert(STAGES * (A_STAGE + B_STAGE) * sizeof(T) >= THREADS / 32 * 256 * sizeof(float),
                   "the epilogue reuses the stages as one 16×16 float scratch tile per warp");
 
     // Dynamic shared memory (more than the 48 KB a static array may have): STAGES A tiles, then
     // STAGES B tiles. Every fragment starts on a 32-byte boundary, as load_matrix_sync requires.
+    // 动态共享内存（超过静态数组所能用的 48 KB）：先是 STAGES 个 A 分块，再是 STAGES 个 B 分块。
+    // 每个片段都从 32 字节边界开始，这是 load_matrix_sync 的要求。
     extern __shared__ __align__(128) unsigned char wmma_stages[];
     T* const a_stages = reinterpret_cast<T*>(wmma_stages);
     T* const b_stages = a_stages + STAGES * A_STAGE;
 
     // Grouped block order (Level 8's idea): consecutive blocks walk down a group of 8 tile rows
     // before moving right, so the blocks that run together share rows of A and columns of B in L2.
+    // 分组的线程块顺序（第 8 级的思路）：相邻的线程块先沿一组 8 行分块纵向走完，再向右移动，
+    // 这样一起运行的线程块在 L2 中共用 A 的行和 B 的列。
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int blocks_per_group = 8 * tiles_n;
     const int first_tile_row = (blockIdx.x / blocks_per_group) * 8;
@@ -266,11 +330,15 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;  // this warp's tile in the block
+                                                                       // 本线程束在线程块中的分块
 
     // The copies. Consecutive threads take consecutive 16-byte chunks of a row (coalesced); a pass
     // of all THREADS covers ROWS_PER_PASS rows, and the passes repeat down the tile. A thread copies
     // the same chunk positions in every k-tile, so its pointers and its row tests are worked out
     // once here, and the pointers move one k-tile along after each copy.
+    // 拷贝。相邻线程取一行中相邻的 16 字节块（合并访问）；全部 THREADS 个线程走一遍覆盖
+    // ROWS_PER_PASS 行，沿分块纵向重复多遍。每个线程在每个 k 分块中拷贝的块位置都相同，
+    // 所以它的指针和行判断在这里只算一次，每次拷贝后指针前移一个 k 分块。
     constexpr int A_CHUNKS_PER_ROW = BK / 8, B_CHUNKS_PER_ROW = BN / 8;
     constexpr int A_ROWS_PER_PASS = THREADS / A_CHUNKS_PER_ROW, B_ROWS_PER_PASS = THREADS / B_CHUNKS_PER_ROW;
     constexpr int A_PASSES = (BM + A_ROWS_PER_PASS - 1) / A_ROWS_PER_PASS;
@@ -279,11 +347,14 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
     const int b_row = threadIdx.x / B_CHUNKS_PER_ROW, b_col = (threadIdx.x % B_CHUNKS_PER_ROW) * 8;
     const size_t a_pass_step = (size_t)A_ROWS_PER_PASS * K, b_pass_step = (size_t)B_ROWS_PER_PASS * N;
     const T* a_next = A + (size_t)(row0 + a_row) * K + a_col;  // this thread's first chunk of the next k-tile
+                                                               // 本线程在下一个 k 分块中的第一个块
     const T* b_next = B + (size_t)b_row * N + col0 + b_col;
     const bool b_col_inside = col0 + b_col < N;
     int k_next = 0;  // where the next k-tile to copy starts
+                     // 下一个要拷贝的 k 分块的起点
 
     // Start the copies of the next k-tile into stage s (chunks outside A or B become zeros).
+    // 发出下一个 k 分块到流水级 s 的拷贝（A 或 B 之外的块变成 0）。
     auto copy_next_k_tile = [&](int s) {
         T* const as = a_stages + s * A_STAGE;
         T* const bs = b_stages + s * B_STAGE;
@@ -292,6 +363,7 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
         for (int i = 0; i < A_PASSES; ++i) {
             const int m = a_row + i * A_ROWS_PER_PASS;
             if (BM % A_ROWS_PER_PASS == 0 || m < BM) {  // the last pass may be partial
+                                                        // 最后一遍可能不满
                 const bool inside = a_k_inside && row0 + m < M;
                 copy_chunk<ALIGNED>(as + m * A_LD + a_col, inside ? a_next + i * a_pass_step : A, inside);
             }
@@ -321,17 +393,23 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
     if constexpr (FRAG_BUFFERS == 1) {
     #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {  // fill the pipeline: k-tiles 0 … STAGES-2 in flight
+                                                // 填满流水线：k 分块 0 … STAGES-2 在传输途中
             if (s < tiles_k) copy_next_k_tile(s);
             asm volatile("cp.async.commit_group;\n" ::);
         }
 
         int read_stage = 0, write_stage = STAGES - 1;  // tile kt sits in stage kt % STAGES
+                                                       // 分块 kt 位于流水级 kt % STAGES
         for (int kt = 0; kt < tiles_k; ++kt) {
             // Tile kt has landed once at most STAGES-2 newer groups of copies are still in flight.
+            // 最多还有 STAGES-2 组更新的拷贝在途时，分块 kt 就已经到达。
             asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
             __syncthreads();  // everyone's copies of tile kt are visible; everyone is done with tile kt-1
+                              // 所有线程对分块 kt 的拷贝都已可见；所有线程都已用完分块 kt-1
             if (kt + STAGES - 1 < tiles_k) copy_next_k_tile(write_stage);  // into the stage tile kt-1 used
+                                                                           // 写入分块 kt-1 用过的流水级
             asm volatile("cp.async.commit_group;\n" ::);  // an empty group keeps the count uniform
+                                                          // 提交一个空组，让计数保持一致
 
             const T* const as = a_stages + read_stage * A_STAGE;
             const T* const bs = b_stages + read_stage * B_STAGE;
@@ -339,6 +417,8 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
             for (int kk = 0; kk < BK; kk += 16) {
                 // The FN B fragments stay in registers while the A fragments come one at a time: each A
                 // fragment meets FN B fragments, each B fragment FM A fragments.
+                // FN 个 B 片段留在寄存器中，A 片段一次取一个：每个 A 片段与 FN 个 B 片段相乘，每个 B 片段与
+                // FM 个 A 片段相乘。
     #pragma unroll
                 for (int j = 0; j < FN; ++j) load_shared_fragment(b[j], bs + kk * B_LD + wn + 16 * j, B_LD);
     #pragma unroll
@@ -349,20 +429,25 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
                 }
             }
             write_stage = read_stage;  // the stage just read is refilled next time round
+                                       // 刚读完的流水级下一轮重新填充
             read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
         }
     } else {
         // Every stage is filled at the start: tile s sits in stage s % STAGES, and tile kt's stage
         // is refilled with tile kt+STAGES as soon as every warp has its last fragments of kt in registers.
+        // 开始时填满每个流水级：分块 s 位于流水级 s % STAGES；一旦每个线程束都把分块 kt 的最后一批片段取进寄存
+        // 器，kt 的流水级就重新填入分块 kt+STAGES。
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             if (s < tiles_k) copy_next_k_tile(s);
             asm volatile("cp.async.commit_group;\n" ::);
         }
         constexpr int STEPS = BK / 16;  // 16-deep steps per k-tile (even: step kk uses buffer kk % 2)
+                                        // 每个 k 分块中 16 深的步数（偶数：第 kk 步使用缓冲区 kk % 2）
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a2[2][FM];
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b2[2][FN];
         auto load_step = [&](int buffer, int stage, int kk) {  // all fragments of one 16-deep step
+                                                               // 一个 16 深步骤的全部片段
             const T* const as = a_stages + stage * A_STAGE;
             const T* const bs = b_stages + stage * B_STAGE;
 #pragma unroll
@@ -371,6 +456,7 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
             for (int i = 0; i < FM; ++i) load_shared_fragment(a2[buffer][i], as + (wm + 16 * i) * A_LD + kk, A_LD);
         };
         asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 1));  // tile 0 has landed
+                                                                       // 分块 0 已经到达
         __syncthreads();
         load_step(0, 0, 0);
 
@@ -381,15 +467,21 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
                 const int now = step % 2, next = 1 - now;
                 if (step + 1 < STEPS) {
                     load_step(next, read_stage, (step + 1) * 16);  // the next step of this tile
+                                                                   // 本分块的下一步
                 } else {
                     // Tile kt+1 has landed once at most STAGES-2 newer groups are in flight; after the
                     // barrier every warp holds its last fragments of tile kt, so its stage is free.
+                    // 最多还有 STAGES-2 组更新的拷贝在途时，分块 kt+1 就已经到达；屏障之后，每个线程束都持
+                    // 有分块 kt 的最后一批片段，所以它的流水级空出来了。
                     asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
                     __syncthreads();
                     if (kt + STAGES < tiles_k) copy_next_k_tile(read_stage);  // tile kt+STAGES
+                                                                              // 分块 kt+STAGES
                     asm volatile("cp.async.commit_group;\n" ::);  // an empty group keeps the count uniform
+                                                                  // 提交一个空组，让计数保持一致
                     read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
                     if (kt + 1 < tiles_k) load_step(next, read_stage, 0);  // tile kt+1, first step
+                                                                           // 分块 kt+1 的第一步
                 }
 #pragma unroll
                 for (int i = 0; i < FM; ++i)
@@ -400,10 +492,14 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();  // every warp is done with the stages: they become the scratch tiles below
+                      // 所有线程束都用完了各流水级：它们变成下面的暂存分块
 
     // A fragment wholly inside C goes straight to global memory (N % 8 == 0 and, with ALIGNED, C on
     // a 32-byte boundary: every row of the fragment starts 32-byte aligned); any other goes through
     // this warp's 16×16 scratch tile and is copied element by element, inside C only.
+    // 完全落在 C 内的片段直接写到全局内存（N % 8 == 0，且启用 ALIGNED 时 C 位于 32 字节边界：
+    // 片段的每一行都从 32 字节对齐处开始）；其他片段经由本线程束 16×16 的暂存分块，逐个元素拷贝，
+    // 只写 C 之内的部分。
     float* const scratch = reinterpret_cast<float*>(wmma_stages) + warp * 256;
 #pragma unroll
     for (int i = 0; i < FM; ++i)
