@@ -365,3 +365,23 @@ def test_code_comments_show_one_language(html_dir: Path) -> None:
     assert not bad, "\n".join(bad)
     copy = (html_dir / "_static" / "copybutton.js").read_text(encoding="utf-8")
     assert "gemm-off" in copy, "the copy button would copy the hidden language's comments"
+
+
+def test_kernel_listings_show_one_language(html_dir: Path) -> None:
+    """Each kernel file a level page shows whole (gc.show_source's output; Level 13's listing of its file) shows,
+    and its copy button copies, the comments of the chosen language only, and every line of code."""
+    from gemm_course.bilingual.comments import in_language, text_shown
+    from gemm_course.fp8 import gemm as fp8_gemm
+    from gemm_course.levels import levels
+
+    files = {f"notebooks/{lv.id}": lv.path for lv in levels()}
+    files["notebooks/13_fp8_blockscaled"] = fp8_gemm._kernel_path()
+    bad = []
+    for doc, path in files.items():
+        text, _ = _page(html_dir, doc)
+        source = path.read_text(encoding="utf-8")
+        want = {lang: in_language(source, lang).strip() for lang in ("en", "zh")}
+        pres = re.findall(r"<pre\b[^>]*>(.*?)</pre>", text, re.S)
+        if not any(all(text_shown(inner, lang).strip() == want[lang] for lang in want) for inner in pres):
+            bad.append(f"{doc}.html: no block shows {path.name} with one language's comments")
+    assert not bad, "\n".join(bad)

@@ -7,6 +7,9 @@
 * The book's marking of a highlighted block (the notebook's starter cell, a CUDA listing) shows, for each
   language, exactly that version: in the page and in what its copy button copies.
 * The grader reads an answer whose comments are in either language, or in both, the same way.
+* The kernel files a lesson shows in full (gc.show_source for Levels 1-11, the listing of Level 13's file) follow
+  the same convention, both ways; gc.show_source shows one language after gc.language("en"/"zh"), keeping every
+  line of code, and the book's marking of its highlighted listing shows and copies one language.
 """
 from __future__ import annotations
 
@@ -122,3 +125,97 @@ def test_the_grader_reads_either_language():
     header = "\n".join(line for line in in_language(e.starter, "zh").splitlines() if line.startswith("//"))
     assert CJK.search(header)
     assert ex.grade(e.id, header + "\n" + e.solution, seed=1).status == "solved"
+
+
+# --- the kernel listings ---------------------------------------------------------------------------------------
+
+def _listings() -> list[Path]:
+    """The kernel files the lessons show whole: each level's (gc.show_source) and Level 13's (gc.notebook.listing)."""
+    from gemm_course.fp8 import gemm as fp8_gemm
+    from gemm_course.levels import levels
+
+    return [lv.path for lv in levels()] + [fp8_gemm._kernel_path()]
+
+
+LISTINGS = _listings()
+listings = pytest.mark.parametrize("path", LISTINGS, ids=[p.name for p in LISTINGS])
+
+
+def test_the_listings_are_the_ones_the_notebooks_show():
+    import json
+
+    shown = set()
+    for nb_path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
+            code = "".join(c["source"]) if c["cell_type"] == "code" else ""
+            shown.update(f"{m}.cu" for m in re.findall(r'gc\.show_source\("([^"]+)"\)', code))
+            shown.update(re.findall(r'listing\([^\n]*"(\w+\.cuh?)"', code))
+    assert shown == {p.name for p in LISTINGS}, sorted(shown ^ {p.name for p in LISTINGS})
+
+
+def _split_twins(c: Comments) -> list[str]:
+    """Comment lines without Chinese right under a Chinese line of the same column: a Chinese twin with a line
+    that holds no Chinese (a formula, a row of a table) ends there, so that line shows in English (as a second
+    pair's English, or shared) and not in Chinese. Write some Chinese on every line of a twin."""
+    english = {e for p in c.pairs if not p.trailing for e in p.en}
+    return [f"line {i + 1}: {c.lines[i].strip()}" for i in range(1, len(c.lines))
+            if c.own(i) and not c.chinese(i) and not c.empty(i) and c.own(i - 1) and c.chinese(i - 1)
+            and c.col[i - 1] == c.col[i] and (i in english or i not in c.roles())]
+
+
+@listings
+def test_each_kernel_comment_has_its_twin(path):
+    c = Comments(path.read_text(encoding="utf-8").splitlines())
+    problems = c.problems() + _split_twins(c)
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+@listings
+def test_each_language_of_a_listing_keeps_the_code(path):
+    source = path.read_text(encoding="utf-8")
+    en, zh = in_language(source, "en"), in_language(source, "zh")
+    assert _code(en) == _code(source) == _code(zh), path.name
+    assert not CJK.search(en), f"{path.name}: a Chinese comment in the English version"
+    assert CJK.search(zh), path.name
+    chinese = Comments(zh.splitlines())
+    assert not chinese.untranslated(), (
+        f"{path.name}: English comments left in the Chinese version: "
+        + "; ".join(chinese.lines[i].strip() for i in chinese.untranslated()))
+    # the English version is the file as it was written before its Chinese twins: every line of it, in order
+    assert [line for line in source.splitlines() if not CJK.search(line)] == en.splitlines()
+
+
+def test_show_source_follows_the_language():
+    import html
+
+    import gemm_course as gc
+    from gemm_course.bilingual.language import current_language
+
+    before = current_language()
+    source = LISTINGS[4].read_text(encoding="utf-8")
+    try:
+        for lang in ("en", "zh"):
+            gc.language(lang)
+            shown = gc.show_source(LISTINGS[4].stem)._repr_html_()
+            body = shown.split("</summary>", 1)[1]
+            text = html.unescape(re.sub(r"<[^>]+>", "", body))
+            assert text.strip("\n") == in_language(source, lang).strip("\n"), lang
+            label = re.search(r"<summary>(.*?)</summary>", shown, re.S).group(1)
+            assert f"{len(in_language(source, lang).splitlines())}" in label, (lang, label)
+    finally:
+        gc.language(before)
+
+
+@listings
+def test_the_book_shows_one_language_of_a_listing(path):
+    """The listing as show_source highlights it (cuda), marked as the book's extension marks a page: each language
+    shows, and its copy button copies, exactly that language's version."""
+    from gemm_course.bilingual.text import code_block
+
+    source = path.read_text(encoding="utf-8")
+    inner = re.search(r"<pre[^>]*>(.*)</pre>", code_block(source), re.S).group(1)
+    marked = mark_html(inner)
+    assert marked is not None, path.name
+    for lang in ("en", "zh"):
+        assert text_shown(marked, lang).rstrip("\n") == in_language(source, lang).rstrip("\n"), (path.name, lang)
+    assert text_shown(marked, "both").rstrip("\n") == source.rstrip("\n")

@@ -3,7 +3,8 @@
 Each row names an idea, the spelling the course uses and the spellings it avoids. An avoided spelling may
 not appear in the Chinese prose of any page (notebooks' lang-zh markdown cells, exercises included, and the
 lang-zh blocks of book/*.md; the generated glossary page lists other spellings on purpose and is checked
-through its source instead), in the Chinese comments of an exercise's starter, in a Chinese glossary definition, or in a Chinese string of the package (the
+through its source instead), in the Chinese comments of an exercise's starter or of a kernel file a lesson
+shows whole (Levels 1-11 and 13), in a Chinese glossary definition, or in a Chinese string of the package (the
 glossary's lists of other spellings excepted). An avoided spelling in Latin letters (notebook) counts only
 next to a Chinese character: `notebooks/` in a path or an English sentence is not Chinese prose.
 """
@@ -59,6 +60,11 @@ def _zh_prose() -> list[tuple[str, str]]:
 
     for e in exercises():  # the starter's Chinese comments: what a Chinese reader reads in the code
         out.append((f"{e.id} starter comments", "\n".join(chinese_comments(e.starter))))
+    from gemm_course.fp8 import gemm as fp8_gemm
+    from gemm_course.levels import levels
+
+    for path in [lv.path for lv in levels()] + [fp8_gemm._kernel_path()]:  # the kernel listings' Chinese comments
+        out.append((f"{path.name} comments", "\n".join(chinese_comments(path.read_text(encoding="utf-8")))))
     for page in sorted((REPO / "book").glob("*.md")):
         if page == glossary.PAGE:
             continue

@@ -1,6 +1,6 @@
 """Code comments in two languages, from one source: each English comment is followed by its Chinese twin.
 
-How a source writes them (the exercises' starters; a listing may do the same):
+How a source writes them (the exercises' starters, the kernel files the lessons show whole):
 
 * A paragraph of comment lines in English is followed at once by the same paragraph in Chinese, at the same
   indentation::

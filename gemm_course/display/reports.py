@@ -128,7 +128,10 @@ def _comments_in_language(source: str) -> str:
 
 def listing(source: str, name: str, language: str = "python", open: bool = False) -> Fold:  # noqa: A002
     """A source listing (Python or CUDA) folded behind a toggle that names it and its length; open=True
-    shows it unfolded. The cell's last line: `gc.notebook.listing(inspect.getsource(f), "f")`."""
-    n = len(source.splitlines())
-    return Fold(text(f"Source: {name}, {n} lines (the full listing)", f"源码：{name}，共 {n} 行（完整代码）"),
+    shows it unfolded. The cell's last line: `gc.notebook.listing(inspect.getsource(f), "f")`. Each label
+    counts the lines of its own language's listing (comments in English and Chinese twins keep one language)."""
+    from gemm_course.bilingual.comments import in_language
+
+    n_en, n_zh = (len(in_language(source, lang).splitlines()) for lang in ("en", "zh"))
+    return Fold(text(f"Source: {name}, {n_en} lines (the full listing)", f"源码：{name}，共 {n_zh} 行（完整代码）"),
                 code_block(_comments_in_language(source), language), open=open)

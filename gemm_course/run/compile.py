@@ -71,15 +71,20 @@ def kernel_source(level: str | int | Level) -> str:
 
 def show_source(level: str | int | Level, open: bool = False):  # noqa: A002
     """The level's source, folded behind a toggle that names its kernel and length (Jupyter, Colab and
-    the built book); open=True shows it unfolded."""
+    the built book); open=True shows it unfolded. Its comments come in English and Chinese twins: after
+    gc.language("en") or ("zh") the listing keeps one language's (the book's switch picks one otherwise),
+    and each label counts the lines of its own language's listing."""
+    from gemm_course.bilingual.comments import in_language
     from gemm_course.bilingual.text import Fold, code_block, text
+    from gemm_course.display.reports import _comments_in_language
 
     lv = get_level(level)
     source = kernel_source(lv)
-    n = len(source.splitlines())
+    n_en, n_zh = (len(in_language(source, lang).splitlines()) for lang in ("en", "zh"))
     name = lv.path.name
-    return Fold(text(f"Kernel source: {name}, {n} lines (the full listing)",
-                     f"内核源码：{name}，共 {n} 行（完整代码）"), code_block(source), open=open)
+    return Fold(text(f"Kernel source: {name}, {n_en} lines (the full listing)",
+                     f"内核源码：{name}，共 {n_zh} 行（完整代码）"), code_block(_comments_in_language(source)),
+                open=open)
 
 
 @functools.lru_cache(maxsize=256)
