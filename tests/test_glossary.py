@@ -54,6 +54,7 @@ CHAPTERS = [
     "book/blackwell.md",
     "notebooks/12_multi_gpu.ipynb",
     "notebooks/13_fp8_blockscaled.ipynb",
+    "notebooks/14_triton_gluon.ipynb",
     "book/sass_cheatsheet.md",
     "book/command_line.md",
 ]

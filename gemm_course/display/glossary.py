@@ -832,6 +832,51 @@ GROUPS: tuple[Group, ...] = (
           en_aliases=("communication overlap", "overlap communication with compute"),
           zh_aliases=("通信重叠", "计算与通信重叠")),
     )),
+    Group("Triton and Gluon", "Triton 与 Gluon", (
+        T("triton", "Triton", "Triton",
+          "A language embedded in Python for GPU kernels: a kernel is written on whole tiles (`tl.load` of a tile, "
+          "`tl.dot` of two tiles) and the compiler decides what the CUDA levels write by hand: threads, shared-memory "
+          "layout, copies in flight, Tensor Core instructions.",
+          "嵌入在 Python 中、用来编写 GPU 内核的语言：内核直接写在整个分块上（用 `tl.load` 加载一个分块，用 `tl.dot` "
+          "乘两个分块），CUDA 各级手工写出的内容由编译器决定：线程、共享内存布局、在途的拷贝、张量核心指令。",
+          en_aliases=("Triton kernel",), zh_aliases=("Triton 内核",)),
+        T("gluon", "Gluon", "Gluon",
+          "Triton's lower layer: the same Python front end, but the programmer places what Triton leaves to its "
+          "compiler: every tensor's layout, TMA copies, mbarriers, wgmma and its waits, and warp specialization.",
+          "Triton 的下层：同样的 Python 前端，但 Triton 交给编译器决定的内容要由程序员写明：每个张量的布局、TMA "
+          "拷贝、mbarrier、wgmma 及其等待，以及 warp 特化。",
+          en_aliases=("Gluon kernel",), zh_aliases=("Gluon 内核",)),
+        T("triton-program", "Triton program", "Triton 程序",
+          "One instance of a Triton kernel, numbered by `tl.program_id`: it runs on one thread block and computes "
+          "one tile of C, as one block of a CUDA level does.",
+          "Triton 内核的一个实例，由 `tl.program_id` 编号：它运行在一个线程块上，计算 C 的一个分块，相当于 CUDA 各级中的"
+          "一个线程块。",
+          en_aliases=("program_id", "tl.program_id"), zh_aliases=("program_id",)),
+        T("num-warps", "num_warps", "num_warps",
+          "A Triton launch option: the warps of the block that runs each program ({warp} threads each). The "
+          "compiler splits the tile over them, as Levels 5 and 8 split it over threads and warps by hand.",
+          "Triton 的启动选项：运行每个程序的线程块有多少个线程束（每个 {warp} 个线程）。编译器把分块分给它们，"
+          "就像第 5 级和第 8 级手工把分块分给线程和线程束一样。",
+          en_aliases=("num warps",)),
+        T("num-stages", "num_stages", "num_stages",
+          "A Triton launch option: how many k-tiles the compiler keeps in flight in its ring of shared-memory "
+          "buffers, the ring of copies Levels 4, 10 and 11 build by hand.",
+          "Triton 的启动选项：编译器在共享内存环形缓冲中同时保持多少个在途的 k 分块，也就是第 4、10、11 级手工搭建的"
+          "拷贝环。",
+          en_aliases=("num stages",)),
+        T("tensor-descriptor", "tensor descriptor", "张量描述符",
+          "The host's description of a matrix for TMA (base address, shape, strides, the box a copy moves); a "
+          "Triton or Gluon kernel loads a tile through it with one call, as Level 11 does with its tensor map.",
+          "主机端为 TMA 描述一个矩阵的数据（基地址、形状、步长、一次拷贝传输的区块）；Triton 或 Gluon 内核通过它用一次"
+          "调用加载一个分块，就像第 11 级用张量映射（tensor map）所做的那样。",
+          en_aliases=("TensorDescriptor",), zh_aliases=("TensorDescriptor",)),
+        T("interpreter-mode", "interpreter mode", "解释器模式",
+          "Triton run with TRITON_INTERPRET=1: each program of the grid runs in turn as Python, with NumPy doing the "
+          "arithmetic, on the CPU. It checks what a kernel computes, not how fast it runs or how it uses the GPU.",
+          "设置 TRITON_INTERPRET=1 运行 Triton：网格中的每个程序依次作为 Python 在 CPU 上运行，运算由 NumPy 完成。"
+          "它检查内核算出了什么，而不是它跑得多快、如何使用 GPU。",
+          en_aliases=("Triton's interpreter",), zh_aliases=("Triton 解释器",)),
+    )),
 )
 
 TERMS: tuple[Term, ...] = tuple(t for g in GROUPS for t in g.terms)
