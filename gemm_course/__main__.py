@@ -757,6 +757,20 @@ def cmd_levels(args: argparse.Namespace) -> None:
         params = ", ".join(f"{p.name}={p.default}" for p in lv.params)
         title = {"en": lv.title_en, "zh": lv.title_zh}.get(lang, f"{lv.title_en} · {lv.title_zh}")
         print(f"{lv.id:<14} {title}  [{lv.source}; {params}; {lv.needs}]")
+    # The levels after the registry's: their own commands and packages (exercises.CHAPTERS holds their titles).
+    from gemm_course.exercises import CHAPTERS
+
+    beyond = {"12_multi_gpu": ("python -m gemm_course multigpu", "gemm_course/multigpu",
+                               ("2+ GPUs, NCCL", "2 块及以上 GPU，NCCL")),
+              "13_fp8_blockscaled": ("python -m gemm_course fp8", "13_fp8_blockscaled.cu", ("sm_90a", "sm_90a")),
+              "14_triton_gluon": ("python -m gemm_course dsl", "gemm_course/dsl",
+                                  ("the triton extra; the TMA and Gluon kernels sm_90",
+                                   "triton 扩展；TMA 内核与 Gluon 内核需要 sm_90"))}
+    for cid, (command, source, (needs_en, needs_zh)) in beyond.items():
+        _, en, zh = CHAPTERS[cid]
+        title = {"en": en, "zh": zh}.get(lang, f"{en} · {zh}")
+        needs = {"en": needs_en, "zh": needs_zh}.get(lang, f"{needs_en} · {needs_zh}")
+        print(f"{cid:<14} {title}  [{source}; {command}; {needs}]")
 
 
 def _refuse_shipped_out(out: Optional[str]) -> None:

@@ -29,6 +29,8 @@ EXAMPLE_GPUS: dict[str, str] = {
 }
 
 MULTI_GPU_LEVEL_ID = "12_multi_gpu"  # Level 12 runs outside the registry (gemm_course.multigpu)
+DSL_LEVEL_ID = "14_triton_gluon"     # Level 14 runs outside the registry (gemm_course.dsl), with the triton extra
+_DSL_LEVEL_NAMES = ("14", DSL_LEVEL_ID, "dsl", "triton", "triton_gluon")
 HOPPER_CC = 90                        # Levels 11 and 13: wgmma and setmaxnreg exist on sm_90a only
 
 STATUSES = {  # status: (English, Chinese)
@@ -219,7 +221,7 @@ def _merge_shared(reasons: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def support(level: str | int | Level, arch: str) -> Support:
-    """Whether a level (1 to 13) runs live on an architecture, runs the settings it can with the others
+    """Whether a level (1 to 14) runs live on an architecture, runs the settings it can with the others
     recorded (a fallback), or shows the recorded run, and why."""
     arch = _family(arch)
     arch_limits(arch)  # a one-line error for an architecture without a table
@@ -227,6 +229,8 @@ def support(level: str | int | Level, arch: str) -> Support:
         return Support(MULTI_GPU_LEVEL_ID, 12, arch, "recorded",
                        "on one GPU; two or more GPUs of any architecture run it live (NCCL and cuBLAS)",
                        "只有一块 GPU 时如此；两块及以上任意架构的 GPU 实时运行它（NCCL 和 cuBLAS）")
+    if isinstance(level, (int, str)) and str(level).strip() in _DSL_LEVEL_NAMES:
+        return dsl_support(arch)
     if is_fp8_level(level):
         if cc_of(arch) == HOPPER_CC:
             return Support(FP8_LEVEL_ID, 13, arch, "live", "FP8 wgmma, TMA and setmaxnreg (sm_90a)",
@@ -236,10 +240,29 @@ def support(level: str | int | Level, arch: str) -> Support:
     return _registry_support(get_level(level), arch)
 
 
+def dsl_support(arch: str) -> Support:
+    """Level 14 (with the triton extra installed): the tiled Triton kernel runs from sm_75 (bf16 from sm_80);
+    the Hopper Triton kernel and the Gluon kernel use wgmma and TMA as Level 11 does, so they run on sm_90 only
+    and show the recorded run elsewhere."""
+    arch = _family(arch)
+    cc = cc_of(arch)
+    if cc == HOPPER_CC:
+        return Support(DSL_LEVEL_ID, 14, arch, "live", "with the triton extra: the tiled, Hopper (TMA) and Gluon "
+                       "kernels (wgmma, TMA)", "装有 triton 扩展时：分块内核、Hopper（TMA）内核和 Gluon 内核"
+                       "（wgmma、TMA）")
+    en, zh = wgmma_missing(arch, "the Hopper Triton kernel's and the Gluon kernel's wgmma and TMA",
+                           "Hopper Triton 内核和 Gluon 内核用到的 wgmma 与 TMA")
+    if cc < 80:
+        en, zh = f"bf16 needs sm_80, and {en}", f"bf16 需要 sm_80，而且 {zh}"
+    return Support(DSL_LEVEL_ID, 14, arch, "fallback",
+                   f"the tiled Triton kernel runs (with the triton extra); {en} (those show the recorded run)",
+                   f"分块 Triton 内核可以运行（需装 triton 扩展）；{zh}（这些展示实测记录）")
+
+
 def all_levels() -> list[str]:
-    """Levels 1 to 13 by id, in teaching order."""
+    """Levels 1 to 14 by id, in teaching order."""
     ids = [lv.id for lv in levels()]
-    return ids + [MULTI_GPU_LEVEL_ID, FP8_LEVEL_ID]
+    return ids + [MULTI_GPU_LEVEL_ID, FP8_LEVEL_ID, DSL_LEVEL_ID]
 
 
 def matrix(archs: Sequence[str] = MATRIX_ARCHS, level_ids: Optional[Sequence[str]] = None) -> list[Support]:
@@ -305,7 +328,7 @@ def add_arguments(parser: Any) -> None:
     """The listing's options on an argparse parser: `python -m gemm_course.support` uses them, and so can a
     `support` subcommand of `python -m gemm_course` (set_defaults(func=support.run))."""
     parser.add_argument("--arch", nargs="*", help="architectures, e.g. sm_86 sm_120 (default: the matrix's)")
-    parser.add_argument("--level", nargs="*", help="levels, e.g. 8 11 13 (default: 1 to 13)")
+    parser.add_argument("--level", nargs="*", help="levels, e.g. 8 11 13 (default: 1 to 14)")
     parser.add_argument("--limits", action="store_true", help="the per-architecture limits the models use")
     parser.add_argument("--json", action="store_true")
 
@@ -351,6 +374,8 @@ def main(argv: Optional[list[str]] = None) -> None:
 def _level_id(text: str) -> str:
     if str(text).strip() in ("12", MULTI_GPU_LEVEL_ID, "multi_gpu"):
         return MULTI_GPU_LEVEL_ID
+    if str(text).strip() in _DSL_LEVEL_NAMES:
+        return DSL_LEVEL_ID
     if is_fp8_level(text):
         return FP8_LEVEL_ID
     return get_level(text).id
