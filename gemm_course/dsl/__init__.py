@@ -18,6 +18,9 @@
                     made (PTX, shared memory), the check that the Python is valid Triton before any GPU run
     record.py       `python -m gemm_course dsl --record`: check every kernel and setting on odd shapes, then time
                     them beside cuBLAS and the course's own CUDA levels, in one run; read a record back into rows
+    lesson.py       what notebooks/14_triton_gluon.ipynb shows, one call per cell (the walk-through, the run, the
+                    recorded run as a chart and a table, the compile reports), each one line where triton, a GPU or
+                    the record (RECORD_FILE) is missing
 
 Nothing here imports triton at the package's import: `import gemm_course` works with neither triton nor a GPU.
 The modules that need triton import it themselves, and `tensors.require_triton()` says, in one line, what to
