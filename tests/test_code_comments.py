@@ -1,7 +1,8 @@
 """Code comments in the reader's language, from one source (gemm_course/bilingual/comments.py).
 
 * Every exercise's starter writes each English comment with its Chinese twin right after it (and no Chinese
-  comment without its English one); a drawing is shared by both languages.
+  comment without its English one), with some Chinese on every line of a twin; a drawing is shared by both
+  languages. A reference solution that carries Chinese comments follows the same convention.
 * Either language's version of a starter (what the book's switch shows, what gc.language("en"/"zh") gives)
   keeps every line of code, and shows no comment of the other language.
 * The book's marking of a highlighted block (the notebook's starter cell, a CUDA listing) shows, for each
@@ -33,10 +34,39 @@ def _code(text: str) -> list[str]:
             for i, line in enumerate(c.lines) if not c.own(i) and line.strip()]
 
 
+def _split_twins(c: Comments) -> list[str]:
+    """Comment lines without Chinese right under a Chinese line of the same column: a Chinese twin with a line
+    that holds no Chinese (a formula, a row of a table) ends there, so that line shows in English (as a second
+    pair's English, or shared) and not in Chinese. Write some Chinese on every line of a twin, and start a new
+    English paragraph after a blank line, a `//` line or code rather than right under a Chinese one (an
+    exercise's empty body between its header and its end holds a blank line)."""
+    english = {e for p in c.pairs if not p.trailing for e in p.en}
+    return [f"line {i + 1}: {c.lines[i].strip()}" for i in range(1, len(c.lines))
+            if c.own(i) and not c.chinese(i) and not c.empty(i) and c.own(i - 1) and c.chinese(i - 1)
+            and c.col[i - 1] == c.col[i] and (i in english or i not in c.roles())]
+
+
 @ids
 def test_each_comment_has_its_twin(exercise):
-    problems = Comments(exercise.starter.splitlines()).problems()
+    c = Comments(exercise.starter.splitlines())
+    problems = c.problems() + _split_twins(c)
     assert not problems, f"{exercise.id}'s starter:\n" + "\n".join(problems)
+
+
+BILINGUAL_SOLUTIONS = [e for e in ALL if CJK.search(e.solution)]
+
+
+def test_some_solutions_carry_chinese_comments():
+    """The solutions' check below has something to check (the prediction answers and Level 14's Triton loop
+    comment in both languages; the kernel solutions are English only)."""
+    assert BILINGUAL_SOLUTIONS
+
+
+@pytest.mark.parametrize("exercise", BILINGUAL_SOLUTIONS, ids=[e.id for e in BILINGUAL_SOLUTIONS])
+def test_each_comment_of_a_bilingual_solution_has_its_twin(exercise):
+    c = Comments(exercise.solution.splitlines())
+    problems = c.problems() + _split_twins(c)
+    assert not problems, f"{exercise.id}'s solution:\n" + "\n".join(problems)
 
 
 @ids
@@ -151,16 +181,6 @@ def test_the_listings_are_the_ones_the_notebooks_show():
             shown.update(f"{m}.cu" for m in re.findall(r'gc\.show_source\("([^"]+)"\)', code))
             shown.update(re.findall(r'listing\([^\n]*"(\w+\.cuh?)"', code))
     assert shown == {p.name for p in LISTINGS}, sorted(shown ^ {p.name for p in LISTINGS})
-
-
-def _split_twins(c: Comments) -> list[str]:
-    """Comment lines without Chinese right under a Chinese line of the same column: a Chinese twin with a line
-    that holds no Chinese (a formula, a row of a table) ends there, so that line shows in English (as a second
-    pair's English, or shared) and not in Chinese. Write some Chinese on every line of a twin."""
-    english = {e for p in c.pairs if not p.trailing for e in p.en}
-    return [f"line {i + 1}: {c.lines[i].strip()}" for i in range(1, len(c.lines))
-            if c.own(i) and not c.chinese(i) and not c.empty(i) and c.own(i - 1) and c.chinese(i - 1)
-            and c.col[i - 1] == c.col[i] and (i in english or i not in c.roles())]
 
 
 @listings

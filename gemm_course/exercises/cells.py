@@ -127,14 +127,19 @@ def starters(notebook: Path) -> bool:
     return True
 
 
-def main() -> None:
+def main() -> int:
     from ..levels import levels
 
-    update = starters if "--starters" in sys.argv[1:] else sync
+    args = sys.argv[1:]
+    if any(a != "--starters" for a in args):  # --help, or an argument unknown: no rewrite of every section
+        print(__doc__)
+        return 0 if {"-h", "--help"} & set(args) else 2
+    update = starters if "--starters" in args else sync
     for level in [*(lv.id for lv in levels()), *CHAPTERS]:
         path = NOTEBOOK_DIR / f"{level}.ipynb"
         if path.exists() and update(path):
             print(f"updated {path.name}")
+    return 0
 
 
 if __name__ == "__main__":

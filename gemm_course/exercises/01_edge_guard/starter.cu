@@ -35,7 +35,7 @@
 //        A (M×K)                       A[row][k]   32 个地址，相隔 K 个 float      -> 32 个扇区
 //        █ 第 r 行                     B[k][col]   整个线程束只有一个地址          -> 1 个扇区
 //        █ 第 r+1 行 (跨度 K)          C[row][col] 32 个地址，相隔 N 个 float      -> 32 个扇区
-//        █ ...
+//        █ ……（以此类推）
 //
 // In "rows" each A sector holds 8 consecutive k, so the next 7 iterations may hit in L1 — if it
 // still holds them. Level 1's notebook measures how much that rescues.

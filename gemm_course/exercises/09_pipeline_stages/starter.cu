@@ -40,11 +40,11 @@
 //                                  对齐时选用 VEC，以 16 字节为单位拷贝），每个线程束以 2×2 个片段
 //                                  计算 C 的一个 32×32 分块，每个 A 片段和 B 片段各复用两次；C 内的
 //                                  片段直接写回，边缘片段经由每个线程束的暂存分块写回。
-//   wmma_pipelined<BM, BN, WM, WN, STAGES, ALIGNED, BK, FRAG_BUFFERS>
-//                                  同样的 WMMA 调用，但喂饱了：由 STAGES 个共享内存缓冲区组成的环，
-//                                  在线程束计算的同时由 cp.async（sm_80 及以上）填充；WM×WN 的线程束
-//                                  分块（最多 4×4 个片段），BK 深的 k 分块（32 或 64），可选两组片段
-//                                  寄存器，以及对 L2 友好的线程块顺序。见该内核上方的示意图。
+//   wmma_pipelined<BM, BN, WM, WN, STAGES, ALIGNED, BK, FRAG_BUFFERS>  同样的 WMMA 调用，但喂饱了：
+//                                  由 STAGES 个共享内存缓冲区组成的环，在线程束计算的同时由
+//                                  cp.async（sm_80 及以上）填充；WM×WN 的线程束分块（最多 4×4 个片段），
+//                                  BK 深的 k 分块（32 或 64），可选两组片段寄存器，以及对 L2 友好的
+//                                  线程块顺序。见该内核上方的示意图。
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -285,8 +285,7 @@ __device__ __forceinline__ void load_shared_fragment(
 // (0 … stages − 1) that k-tile k_tile is copied into and read from. groups_in_flight(stages) is the
 // count handed to cp.async.wait_group at the top of each k-tile: how many of the newest committed
 // groups of copies may still be in flight when the warps go on to compute.
-// ---- 练习：环的下标计算
-// ----------------------------------------------------------------------------
+// ---- 练习：环的下标计算 -----------------------------------------------------------------------------
 // k 分块在一个由 `stages` 个共享内存缓冲区组成的环上轮转。stage_of(k_tile, stages) 是 k 分块 k_tile
 // 被拷贝进去、又从中读取的那个流水级（0 … stages − 1）。groups_in_flight(stages) 是每个 k
 // 分块开头传给 cp.async.wait_group 的数：线程束开始计算时，最新提交的拷贝组中最多可以有几组仍在传输
@@ -301,8 +300,7 @@ __device__ __forceinline__ constexpr int groups_in_flight(int stages)
     return 0;
 }
 // ---- end of the exercise ------------------------------------------------------------------------
-// ---- 练习结束
-// ------------------------------------------------------------------------------------
+// ---- 练习结束 -----------------------------------------------------------------------------------
 
 // Two blocks per SM where the accumulators leave room (at most 128 registers per thread for 8 warps);
 // a 64×64 warp tile (128 accumulators per thread) or a larger block gets one.
@@ -421,6 +419,7 @@ wmma_pipelined(const T* __restrict__ A, const T* __restrict__ B, float* __restri
     //      the math on the tile (load_shared_fragment, wmma::mma_sync) ---------------------------------
     // ---- 练习：流水线——先把它填满，然后每次迭代处理一个 k 分块：等待、屏障、补充拷贝、
     //      对该分块的计算（load_shared_fragment、wmma::mma_sync）--------------------------------
+
     // ---- end of the exercise -----------------------------------------------------------------------
     // ---- 练习结束 ----------------------------------------------------------------------------------
     asm volatile("cp.async.wait_group 0;\n" ::);

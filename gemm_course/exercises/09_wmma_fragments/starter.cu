@@ -47,8 +47,7 @@ using namespace nvcuda;
 // 16×16 tiles of As, a[0] above a[1], and two of Bs, b[0] left of b[1]. a_tile_offset is the offset,
 // in elements from &As[0][0], of the first element of the tile that a[i] loads; b_tile_offset the
 // same in Bs for b[j]. lda and ldb are the length of one row of As and of Bs in elements.
-// ---- 练习：线程束的每个片段从哪里开始
-// ---------------------------------------------------------------
+// ---- 练习：线程束的每个片段从哪里开始 --------------------------------------------------------------
 // wmma_shared 的线程块有 warps_m × warps_n 个线程束，在线程块的 32×32
 // 线程束分块网格上逐行编号（warp = 0 … warps_m·warps_n − 1；这里用不到 warps_m）。一个线程束以
 // 2×2 个 16×16 的累加器片段持有它的分块，所以在 k 分块中 16 深的第 kk 步，它加载 As 的两个 16×16
@@ -65,8 +64,7 @@ __device__ __forceinline__ int b_tile_offset(int warp, int j, int kk, int warps_
     return 0;
 }
 // ---- end of the exercise ----------------------------------------------------------------------------
-// ---- 练习结束
-// ---------------------------------------------------------------------------------------
+// ---- 练习结束 ---------------------------------------------------------------------------------------
 
 template <typename T, int WARPS_M, int WARPS_N>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
@@ -153,6 +151,7 @@ wmma_shared(const T* __restrict__ A, const T* __restrict__ B, float* __restrict_
         for (int kk = 0; kk < BK; kk += 16) {
             // ---- exercise: this warp's part of the 16-deep step kk ----------------------------------
             // ---- 练习：本线程束在 16 深的第 kk 步中负责的部分 ----------------------------------
+
             // ---- end of the exercise ---------------------------------------------------------------
             // ---- 练习结束 --------------------------------------------------------------------------
         }

@@ -41,7 +41,7 @@
 // 存为 32 行 (k) × BN 个 half（每行 BN/8 个块）。ldmatrix 一次从 8 个相邻的行中各读一个 16 字节块。
 // 不重排时，这 8 个块彼此相隔 64 B（A）或 2·BN B（B），落在相同的存储体上（4 路和 8 路冲突）。
 // 把第 r 行的第 c 块存放在位置
-//     A: c ^ ((r / 2) % 4)          B: c ^ (r % 8)
+//     A：c ^ ((r / 2) % 4)          B：c ^ (r % 8)
 // 就让任何一次这样的读取中的 8 个块落在 8 个不同的 16 字节存储体组上，没有冲突；拷贝进来和 ldmatrix
 // 读出用的是同一个函数，所以这个置换对计算是透明的。BK = 64 时 A 的一行是 8 个块（128 B），A
 // 的重排变成 c ^ (r % 8)，与 B 相同：每次浮点运算分摊的屏障减半，每个流水级的共享内存翻倍。
@@ -92,8 +92,7 @@ __device__ __forceinline__ unsigned shared_word(const uint4* as, int r, int k)
 // gives ldmatrix.x4 when its warp loads the 16×16 piece of A whose top row is `tile_row` (a row of
 // the stage) at k-step `kk` (0 or 16): after the load, register j of every lane must hold what
 // mma.sync.m16n8k16 expects in a[i][j].
-// ---- 练习：A 的 ldmatrix.x4 的下标计算
-// --------------------------------------------------------------
+// ---- 练习：A 的 ldmatrix.x4 的下标计算 ----------------------------------------------------------
 // 当线程束在 k 步 `kk`（0 或 16）加载 A 中顶行为 `tile_row`（流水级中的一行）的 16×16 块时，`lane`
 // 交给 ldmatrix.x4 的地址对应流水级 `as` 中的哪一个块（以 16 字节块计，与 swizzle_a
 // 的计数方式相同）：加载之后，每个 lane 的第 j 个寄存器必须恰好是 mma.sync.m16n8k16 在 a[i][j]
@@ -103,8 +102,7 @@ __device__ __forceinline__ int a_ldmatrix_chunk(int lane, int tile_row, int kk)
     return 0;
 }
 // ---- end of the exercise ------------------------------------------------------------------------
-// ---- 练习结束
-// ------------------------------------------------------------------------------------
+// ---- 练习结束 -----------------------------------------------------------------------------------
 
 // Four 8×8 matrices of 16-bit elements from shared memory, one per register; each lane supplies the
 // address of one 16-byte row. TRANS transposes each matrix on the way (B as the .col operand).

@@ -41,7 +41,7 @@
 // 存为 32 行 (k) × BN 个 half（每行 BN/8 个块）。ldmatrix 一次从 8 个相邻的行中各读一个 16 字节块。
 // 不重排时，这 8 个块彼此相隔 64 B（A）或 2·BN B（B），落在相同的存储体上（4 路和 8 路冲突）。
 // 把第 r 行的第 c 块存放在位置
-//     A: c ^ ((r / 2) % 4)          B: c ^ (r % 8)
+//     A：c ^ ((r / 2) % 4)          B：c ^ (r % 8)
 // 就让任何一次这样的读取中的 8 个块落在 8 个不同的 16 字节存储体组上，没有冲突；拷贝进来和 ldmatrix
 // 读出用的是同一个函数，所以这个置换对计算是透明的。BK = 64 时 A 的一行是 8 个块（128 B），A
 // 的重排变成 c ^ (r % 8)，与 B 相同：每次浮点运算分摊的屏障减半，每个流水级的共享内存翻倍。
@@ -86,8 +86,7 @@ __device__ __forceinline__ int swizzle_a_bk(int row, int chunk)
 // row's k within the piece (0–15), b_ldmatrix_chunk(lane) which of the piece's two 8-column chunks
 // (0: n0 …, 1: n0 + 8 …). Registers 0–3 then must hold b[2j][0], b[2j][1], b[2j+1][0], b[2j+1][1]:
 // the B fragments of the n8 tiles at n0 and n0 + 8.
-// ---- 练习：B 的片段和累加器的下标计算
-// ---------------------------------------------------------------
+// ---- 练习：B 的片段和累加器的下标计算 ------------------------------------------------------------
 // 一条 ldmatrix.x4.trans 加载 B 中位于 k 步 kk、第 n0 … n0 + 15 列的 16 (k) × 16 (n) 块：每个 lane
 // 给出一个 16 字节行的地址，即同一个 k 上的 8 列 n。b_ldmatrix_k(lane) 是该行在块内的 k（0–15），
 // b_ldmatrix_chunk(lane) 是块中两个 8 列块里的哪一个（0：n0 …，1：n0 + 8 …）。之后寄存器 0–3
@@ -117,8 +116,7 @@ __device__ __forceinline__ int accumulator_col(int lane, int reg)
     return 0;
 }
 // ---- end of the exercise ------------------------------------------------------------------------
-// ---- 练习结束
-// ------------------------------------------------------------------------------------
+// ---- 练习结束 -----------------------------------------------------------------------------------
 
 // Four 8×8 matrices of 16-bit elements from shared memory, one per register; each lane supplies the
 // address of one 16-byte row. TRANS transposes each matrix on the way (B as the .col operand).
@@ -172,6 +170,7 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[MT][NT][4]
 {
     // ---- exercise: write every accumulator of the warp's MT × NT tiles into C (only inside M × N) ----
     // ---- 练习：把线程束 MT × NT 个分块的每个累加器写入 C（只写 M × N 之内）----
+
     // ---- end of the exercise -----------------------------------------------------------------------
     // ---- 练习结束 ----------------------------------------------------------------------------------
 }
@@ -279,6 +278,7 @@ gemm_mma_pipeline(const unsigned short* __restrict__ A, const unsigned short* __
             //      4 × NT tiles of 16×8 (mma_16816) ------------------------------------------------------
             // ---- 练习：本 k 步的 B 片段（ldmatrix_x4<true>），然后对线程束 4 × NT 个 16×8 分块
             //      计算 acc += a · b（mma_16816）---------------------------------------------------
+
             // ---- end of the exercise -----------------------------------------------------------------
             // ---- 练习结束 ----------------------------------------------------------------------------
         }

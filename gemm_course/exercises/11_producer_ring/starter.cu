@@ -170,8 +170,7 @@ __device__ __forceinline__ int empty_parity(int it, int stages)
     return 0;
 }
 // ---- end of the exercise ------------------------------------------------------------------------
-// ---- 练习结束
-// ------------------------------------------------------------------------------------
+// ---- 练习结束 -----------------------------------------------------------------------------------
 
 // --- steps 3 and 4: a producer warpgroup and two consumer warpgroups ----------------------------------
 // --- 第 3、4 步：一个生产者线程束组和两个消费者线程束组 ----------------------------------------
@@ -215,6 +214,7 @@ hopper_wgmma_specialized(const TensorMap* __restrict__ map_a, const TensorMap* _
         if (tid != 0) return;
         // ---- exercise: the producer's loop: every k-tile of every tile of C this block computes, into the ring ----
         // ---- 练习：生产者的循环：把本线程块要计算的每个 C 分块的每个 k 分块送进环 ----
+
         // ---- end of the exercise -----------------------------------------------------------------------
         // ---- 练习结束 ----------------------------------------------------------------------------------
         return;
