@@ -16,10 +16,11 @@ that show it say so in one line.
 """
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from gemm_course.bilingual.text import Fold, Shown, Table, code_block, from_message, say, show, text
+from gemm_course.bilingual.text import Fold, Shown, Table, code_block, from_message, note, say, show, text
 from gemm_course.dsl.line_maps import LINE_MAPS, kernel_source
 
 # The recorded run of this level in gemm_course/results/ (e.g. "h100_14_dsl.json"): set it when the file is
@@ -79,10 +80,12 @@ def record_path(path: Optional[str | Path] = None) -> Optional[Path]:
 
 
 def _say_no_record() -> None:
-    say("No recorded GPU run of this level ships with the course yet: on an H100 or H200, `python -m gemm_course "
-        "dsl --record --out mine.json` records one, and `lesson.record_chart(\"mine.json\")` shows it.",
-        "课程还没有附带本级在 GPU 上的实测记录：在 H100 或 H200 上，`python -m gemm_course dsl --record --out "
-        "mine.json` 可以记录一份，`lesson.record_chart(\"mine.json\")` 显示它。")
+    record, chart = "python -m gemm_course dsl --record --out mine.json", 'lesson.record_chart("mine.json")'
+    en = ("No recorded GPU run of this level ships with the course yet: on an H100 or H200, {0} records one, and {1} "
+          "shows it.")
+    zh = "课程还没有附带本级在 GPU 上的实测记录：在 H100 或 H200 上，{0} 可以记录一份，{1} 显示它。"
+    code = [f"<code>{html.escape(c)}</code>" for c in (record, chart)]
+    show(note(en.format(*code), zh.format(*code), en.format(record, chart), zh.format(record, chart)))
 
 
 def _label(kernel_id: str, setting: Mapping[str, Any], c_type: str, dtype: str) -> str:

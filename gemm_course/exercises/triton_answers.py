@@ -360,7 +360,7 @@ def _main():
                    first_outside=seen.first_outside)
         runs.append(row)
         out += [b.tobytes() for b in buffers]
-        if "error" in row:
+        if "error" in row or not seen.dots:  # a kernel without tl.dot fails the lesson whatever comes next
             break
     write_message(answers, {"runs": runs}, out)
     answers.close()
@@ -519,8 +519,10 @@ def grade_tile_loop(attempt: Attempt) -> list[Step]:
                                  f"{where_zh} 时结果错误：{detail[1]}")]
     attempt.cache["triton_runs"] = [(cases[i][0], (runs[i]["M"], runs[i]["N"], runs[i]["K"]), row)
                                     for i, row in enumerate(answer["runs"])]
+    ran = len(answer["runs"])  # all of them, unless a launch ran no tl.dot (the child stops there: "dot" fails)
+    shapes = list(dict.fromkeys((runs[i]["M"], runs[i]["N"], runs[i]["K"]) for i in range(ran)))
     shown = ", ".join(f"{M}×{N}×{K}" for M, N, K in shapes)
-    tiles = " and ".join(f"{s['BM']}×{s['BN']}×{s['BK']}" for s in SETTINGS)
+    tiles = " and ".join(dict.fromkeys(f"{c[0]['BM']}×{c[0]['BN']}×{c[0]['BK']}" for c in cases[:ran]))
     return steps + [Step("masked", True, "every load and store inside A, B and C", "每次加载和存储都在 A、B、C 之内"),
                     Step("correct", True, f"right on {shown}, with {tiles} tiles (BM×BN×BK)",
                          f"在 {shown} 上结果正确，分块为 {tiles}（BM×BN×BK）")]

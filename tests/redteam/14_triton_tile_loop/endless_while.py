@@ -1,7 +1,7 @@
 # mechanism: a while loop whose condition never changes: the grading is stopped at its wall-clock limit
 # expect: failed run
 # message: did not finish within
-# wall: 8
+# wall: 5
 import triton
 import triton.language as tl
 
