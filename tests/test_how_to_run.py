@@ -109,8 +109,8 @@ def test_how_to_run_numbers() -> None:
     # Levels 0 (the primer) and 1 to 8 run on the CPU; 9 to 11 are Tensor Core levels
     assert _simt_levels() == list(range(1, 9)) and "Levels 1 to 8" in text
     assert _tensor_core_levels() == [9, 10, 11] and text.count("Levels 9 to 11") == 2
-    # every level from 0 to 13 has exercises; 1 to 11 have recorded counters
-    assert {e.number for e in exercises()} == set(range(0, 14)) and "Every level from 0 to 13 ends with exercises" in text
+    # every level from 0 to 14 has exercises; 1 to 11 have recorded counters
+    assert {e.number for e in exercises()} == set(range(0, 15)) and "Every level from 0 to 14 ends with exercises" in text
     assert all(counters.table_rows(lv.id) for lv in levels() if 1 <= lv.number <= 11)
     assert {r["gpu"] for r in counters.recorded()} == {"NVIDIA H200"}
     assert text.count("Levels 1 to 11") == 1
@@ -156,10 +156,10 @@ def test_intro_numbers() -> None:
     assert (REPO / "notebooks" / "00_cuda_basics.ipynb").is_file()
     for page in ("gpu_primer.md", "sass_cheatsheet.md", "glossary.md"):
         assert f"]({page})" in (REPO / "book" / "intro.md").read_text(encoding="utf-8"), page
-    assert {e.number for e in exercises()} == set(range(0, 14))
+    assert {e.number for e in exercises()} == set(range(0, 15))
     assert all(counters.table_rows(lv.id) for lv in levels() if 1 <= lv.number <= 11)
     assert "Levels 1 to 11 also set the models' predictions beside hardware counters measured with Nsight " \
-           "Compute on the H200, and every level from 0 to 13 ends with exercises" in text
+           "Compute on the H200, and every level from 0 to 14 ends with exercises" in text
     assert _simt_levels() == list(range(1, 9)) and "the kernels of Levels 0 to 8 run on your CPU" in text
 
 
