@@ -124,3 +124,14 @@ def pytest_configure(config) -> None:
     folder = os.environ.get("GEMM_COURSE_EXECUTED_NOTEBOOKS")
     if folder and not config.pluginmanager.has_plugin("gemm_course_executed_notebooks"):
         config.pluginmanager.register(_ExecutedNotebooks(folder), "gemm_course_executed_notebooks")
+
+
+@pytest.fixture(autouse=True)
+def _language_choice_restored():
+    """Each test starts from the language choice the session started with: a test (or a command line run in this
+    process with --en / --zh) that chooses one must not change what a later test on the same worker prints."""
+    from gemm_course.bilingual import language as bilingual
+
+    before = bilingual._choice
+    yield
+    bilingual._choice = before
