@@ -106,17 +106,17 @@ def test_reverse_each_block():
 
 def test_removing_the_barrier_is_a_race_named_by_threads_and_lines():
     lines = primer.REVERSE_NO_BARRIER.splitlines()
-    assert lines[6].strip().startswith("// __syncthreads();")
+    assert lines[8].strip().startswith("// __syncthreads();")
     assert len(lines) == len(primer.REVERSE.splitlines())
     x = np.arange(16, dtype=np.float32)
     with pytest.raises(KernelRaceError) as caught:
         cpu(primer.REVERSE_NO_BARRIER, "reverse_each_block", 2, 8, [x])
     race = caught.value
     assert race.threads == ((3, 0, 0), (4, 0, 0))
-    assert race.lines == ("primer.cu:8", "primer.cu:6")
+    assert race.lines == ("primer.cu:11", "primer.cu:7")
     assert race.actions == ("read", "wrote")
     assert race.shared_offset == 16 and race.shared_offset // 4 == 4  # tile[4]
-    assert "tile[t] = x[i]" in lines[5] and "tile[blockDim.x - 1 - t]" in lines[7]  # lines 6 and 8
+    assert "tile[t] = x[i]" in lines[6] and "tile[blockDim.x - 1 - t]" in lines[10]  # lines 7 and 11
     assert "thread (3,0,0)" in str(race) and "thread (4,0,0)" in str(race)
 
 
@@ -200,7 +200,13 @@ def test_prose_numbers():
     assert h200 == {132} and "the whole H200, which has 132 SMs" in text
     assert f"a multiple of {16} bytes" in text and "4 `float4` loads per row" in text
     assert lim.warp_size == 32 and "Each 32 consecutive threads form a *warp*" in text
-    assert "Thread 3 read `tile[4]` (the 4 bytes at offset 16 of shared memory) at line 8 before thread 4 wrote it at line 6" in text
+    barrierless = primer.REVERSE_NO_BARRIER.splitlines()  # the lines the race names, counted in the kernel shown
+    read_at = 1 + next(n for n, line in enumerate(barrierless) if "= tile[blockDim.x - 1 - t]" in line)
+    wrote_at = 1 + next(n for n, line in enumerate(barrierless) if "tile[t] = x[i]" in line)
+    assert (f"Thread 3 read `tile[4]` (the 4 bytes at offset 16 of shared memory) at line {read_at} before thread 4 "
+            f"wrote it at line {wrote_at}") in text
+    page = (ROOT / "notebooks" / "00_cuda_basics.ipynb").read_text(encoding="utf-8")
+    assert f"3 号线程在第 {read_at} 行读了" in page and f"还没有执行第 {wrote_at} 行的写入" in page
     import gemm_course as gc
 
     level2 = gc.get_level("02_smem_tiling")

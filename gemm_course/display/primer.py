@@ -27,7 +27,9 @@ SOURCE_NAME = "primer.cu"
 VECTOR_ADD = r"""__global__ void vector_add(const float* a, const float* b, float* c, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;  // which element is mine?
+                                                    // 我负责哪个元素？
     if (i < n)                                      // the last block may hang over the end
+                                                    // 最后一个线程块可能超出数组末尾
         c[i] = a[i] + b[i];
 }
 """
@@ -40,6 +42,7 @@ WHO_AM_I = r"""__global__ void who_am_i(int* block_x, int* block_y, int* thread_
     int row = blockIdx.y * blockDim.y + threadIdx.y;
     if (row < rows && col < cols) {
         int e = row * cols + col;                   // row-major, as NumPy stores it
+                                                    // 行优先，与 NumPy 的存放方式相同
         block_x[e] = blockIdx.x;  block_y[e] = blockIdx.y;
         thread_x[e] = threadIdx.x;  thread_y[e] = threadIdx.y;
     }
@@ -54,8 +57,10 @@ NAIVE_GEMM = r"""__global__ void gemm_naive(const float* A, const float* B, floa
     if (row >= M || col >= N) return;
 
     float acc = 0.0f;                               // a local variable: lives in a register
+                                                    // 局部变量：放在寄存器里
     for (int k = 0; k < K; ++k)
         acc += A[row * K + k] * B[k * N + col];     // A, B, C: global memory
+                                                    // A、B、C：都在全局内存中
     C[row * N + col] = acc;
 }
 """
@@ -64,32 +69,46 @@ NAIVE_GEMM = r"""__global__ void gemm_naive(const float* A, const float* B, floa
 REVERSE = r"""__global__ void reverse_each_block(float* x)
 {
     __shared__ float tile[256];                     // one copy per block, seen by all its threads
+                                                    // 每个线程块一份，块内所有线程都能看到
     int t = threadIdx.x;
     int i = blockIdx.x * blockDim.x + t;
     tile[t] = x[i];                                 // every thread writes one word ...
+                                                    // 每个线程写一个字……
     __syncthreads();                                // ... and waits until all have written
+                                                    // ……并等待所有线程都写完
     x[i] = tile[blockDim.x - 1 - t];                // then reads a word another thread wrote
+                                                    // 然后读取另一个线程写入的字
 }
 """
 
 # The same kernel without its barrier: a thread may read tile[...] before its owner has written it.
-REVERSE_NO_BARRIER = REVERSE.replace("__syncthreads();   ", "// __syncthreads();")
+REVERSE_NO_BARRIER = REVERSE.replace(
+    "    __syncthreads();                                // ... and waits until all have written\n"
+    "                                                    // ……并等待所有线程都写完\n",
+    "    // __syncthreads();  (removed)\n"
+    "    // __syncthreads();（已删除）\n")
 
 # Every C++ feature the course's kernels use, in one small kernel: |row|² of each row of 16 floats.
 FEATURES = r"""__device__ float dot4(float4 a, float4 b)          // __device__: called by kernels, not by the host
+                                                   // __device__：由内核调用，不由主机调用
 {
     return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
 }
 
 template <int THREADS>                              // a constant the compiler knows: row_norms<64>
+                                                    // 编译器已知的常量：row_norms<64>
 __global__ void __launch_bounds__(THREADS)          // promise: at most THREADS threads per block
+                                                    // 承诺：每个线程块最多 THREADS 个线程
 row_norms(const float* __restrict__ x, float* __restrict__ out, int rows)  // no aliasing
+                                                                           // 指针之间没有别名
 {
     int r = blockIdx.x * THREADS + threadIdx.x;
     if (r >= rows) return;
     const float4* row = reinterpret_cast<const float4*>(x + r * 16);  // 16-byte loads
+                                                                      // 16 字节的加载
     float acc = 0.0f;
     #pragma unroll                                  // 4 copies of the body, no loop left
+                                                    // 循环体展开成 4 份，不再有循环
     for (int j = 0; j < 4; ++j)
         acc += dot4(row[j], row[j]);
     out[r] = acc;
@@ -199,4 +218,6 @@ def show(source: str) -> Any:
     """A kernel source as a highlighted code block (Jupyter, Colab and the built book)."""
     from IPython.display import Code
 
-    return Code(source, language="cuda")
+    from gemm_course.display.reports import _comments_in_language
+
+    return Code(_comments_in_language(source), language="cuda")  # one language's comments after gc.language()
