@@ -416,18 +416,25 @@ def test_no_compiler_is_a_clear_error(monkeypatch):
         gc.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), backend="cpu")
 
 
-def test_cache_compiles_once_per_source_and_setting(monkeypatch, tmp_path):
+def _compilations_of(source_file: str, monkeypatch, tmp_path) -> list:
+    """An empty cache in tmp_path, nothing loaded in this process, and the compiler commands that compile
+    `source_file` (kernel.cpp: a kernel; runtime.cpp: the runtime) from here on, as they run."""
     monkeypatch.setenv(cb.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cb, "_loaded", {})
-    builds = []
+    seen = []
     real = cb._run_compiler
 
     def counting(cmd):
-        if any(arg.endswith("kernel.cpp") for arg in cmd):
-            builds.append(cmd)
+        if any(arg.endswith(source_file) for arg in cmd):
+            seen.append(cmd)
         return real(cmd)
 
     monkeypatch.setattr(cb, "_run_compiler", counting)
+    return seen
+
+
+def test_cache_compiles_once_per_source_and_setting(monkeypatch, tmp_path):
+    builds = _compilations_of("kernel.cpp", monkeypatch, tmp_path)
     A, B = gc.random_operands(5, 6, 7, seed=0, xp=np)
     gc.gemm(A, B, "01_naive", backend="cpu", block_x=8)
     assert len(builds) == 1 and len(list(tmp_path.glob("*.so"))) == 1
@@ -444,17 +451,7 @@ def test_cache_compiles_once_per_source_and_setting(monkeypatch, tmp_path):
 def test_the_runtime_is_compiled_once_and_rebuilt_when_pruned(monkeypatch, tmp_path):
     """The runtime (the compat header's part 2) is one object per compiler and flags, linked into every kernel's
     library: two kernels compile it once; removed (as pruning may), the next kernel builds it again."""
-    monkeypatch.setenv(cb.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(cb, "_loaded", {})
-    runtimes = []
-    real = cb._run_compiler
-
-    def counting(cmd):
-        if any(arg.endswith("runtime.cpp") for arg in cmd):
-            runtimes.append(cmd)
-        return real(cmd)
-
-    monkeypatch.setattr(cb, "_run_compiler", counting)
+    runtimes = _compilations_of("runtime.cpp", monkeypatch, tmp_path)
     A, B = gc.random_operands(5, 6, 7, seed=0, xp=np)
     gc.gemm(A, B, "01_naive", backend="cpu", block_x=8)
     gc.gemm(A, B, "01_naive", backend="cpu", block_x=16)

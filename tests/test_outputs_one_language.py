@@ -322,11 +322,11 @@ def test_messages_split_into_their_halves():
 def test_solutions_and_listings_keep_one_language_of_their_comment_pairs(lang):
     source = "# the sum\n# 求和\nx = 1 + 2  # 3\n// a kernel comment, English only\ny = x\n"
     lang("en")
-    assert nb._comments_in_language(source) == "# the sum\nx = 1 + 2  # 3\n// a kernel comment, English only\ny = x\n"
+    assert nb.in_chosen_language(source) == "# the sum\nx = 1 + 2  # 3\n// a kernel comment, English only\ny = x\n"
     lang("zh")
-    assert nb._comments_in_language(source) == "# 求和\nx = 1 + 2  # 3\n// a kernel comment, English only\ny = x\n"
+    assert nb.in_chosen_language(source) == "# 求和\nx = 1 + 2  # 3\n// a kernel comment, English only\ny = x\n"
     lang("both")
-    assert nb._comments_in_language(source) == source
+    assert nb.in_chosen_language(source) == source
 
 
 def test_two_language_table_cells_show_one_language(lang):

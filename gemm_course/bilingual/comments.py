@@ -204,6 +204,14 @@ class Comments:
         return out
 
 
+def in_chosen_language(source: str) -> str:
+    """The source with one language's comments after language("en") or language("zh") (the notebook's choice); as
+    written otherwise, where the book's switch shows one."""
+    from gemm_course.bilingual.language import current_language
+
+    return in_language(source, current_language())
+
+
 def in_language(source: str, lang: str, marker: Optional[str] = None) -> str:
     """The source with the other language's comments left out ("en" or "zh"); "both": as written. In Chinese,
     a trailing comment's Chinese takes the English one's place after the code."""

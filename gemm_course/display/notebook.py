@@ -26,7 +26,7 @@ from gemm_course.display.counter_tables import (  # noqa: F401
     predict_vs_measure, counter_comparison)
 from gemm_course.display.reports import (  # noqa: F401
     compile_report, instruction_mix, compile_summary, shape_rules, cuda_headers, listing)
-from gemm_course.display.reports import _comments_in_language  # noqa: F401  (the façade's own code uses it)
+from gemm_course.bilingual.comments import in_chosen_language
 
 # Small enough to check quickly where kernels run on the CPU.
 SMALL_ODD_SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -218,7 +218,7 @@ def solution(exercise_id: str) -> Any:
     """The reference solution, folded: open it after you have tried."""
     from gemm_course.exercises import get_exercise
 
-    code = html.escape(_comments_in_language(get_exercise(exercise_id).solution))
+    code = html.escape(in_chosen_language(get_exercise(exercise_id).solution))
     fold = Fold(text("Show the reference solution", "查看参考答案"),
                 f"<pre><code class='language-cuda'>{code}</code></pre>")
     show_text(_Solution(fold))

@@ -218,6 +218,6 @@ def show(source: str) -> Any:
     """A kernel source as a highlighted code block (Jupyter, Colab and the built book)."""
     from IPython.display import Code
 
-    from gemm_course.display.reports import _comments_in_language
+    from gemm_course.bilingual.comments import in_chosen_language
 
-    return Code(_comments_in_language(source), language="cuda")  # one language's comments after gc.language()
+    return Code(in_chosen_language(source), language="cuda")  # one language's comments after gc.language()

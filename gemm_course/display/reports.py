@@ -116,22 +116,12 @@ def cuda_headers() -> None:
         say(f"{headers}: from {source}", f"{headers}：来自 {source_zh}")
 
 
-def _comments_in_language(source: str) -> str:
-    """A source whose comments come in pairs (an English comment, then its Chinese twin: see
-    gemm_course.bilingual.comments) with the other language's half left out after language("en") or
-    language("zh"); as written otherwise (the book's switch then shows one half)."""
-    from gemm_course.bilingual.comments import in_language
-    from gemm_course.bilingual.language import current_language
-
-    return in_language(source, current_language())
-
-
 def listing(source: str, name: str, language: str = "python", open: bool = False) -> Fold:  # noqa: A002
     """A source listing (Python or CUDA) folded behind a toggle that names it and its length; open=True
     shows it unfolded. The cell's last line: `gc.notebook.listing(inspect.getsource(f), "f")`. Each label
     counts the lines of its own language's listing (comments in English and Chinese twins keep one language)."""
-    from gemm_course.bilingual.comments import in_language
+    from gemm_course.bilingual.comments import in_chosen_language, in_language
 
     n_en, n_zh = (len(in_language(source, lang).splitlines()) for lang in ("en", "zh"))
     return Fold(text(f"Source: {name}, {n_en} lines (the full listing)", f"源码：{name}，共 {n_zh} 行（完整代码）"),
-                code_block(_comments_in_language(source), language), open=open)
+                code_block(in_chosen_language(source), language), open=open)

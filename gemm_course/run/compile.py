@@ -74,16 +74,15 @@ def show_source(level: str | int | Level, open: bool = False):  # noqa: A002
     the built book); open=True shows it unfolded. Its comments come in English and Chinese twins: after
     gc.language("en") or ("zh") the listing keeps one language's (the book's switch picks one otherwise),
     and each label counts the lines of its own language's listing."""
-    from gemm_course.bilingual.comments import in_language
+    from gemm_course.bilingual.comments import in_chosen_language, in_language
     from gemm_course.bilingual.text import Fold, code_block, text
-    from gemm_course.display.reports import _comments_in_language
 
     lv = get_level(level)
     source = kernel_source(lv)
     n_en, n_zh = (len(in_language(source, lang).splitlines()) for lang in ("en", "zh"))
     name = lv.path.name
     return Fold(text(f"Kernel source: {name}, {n_en} lines (the full listing)",
-                     f"内核源码：{name}，共 {n_zh} 行（完整代码）"), code_block(_comments_in_language(source)),
+                     f"内核源码：{name}，共 {n_zh} 行（完整代码）"), code_block(in_chosen_language(source)),
                 open=open)
 
 
