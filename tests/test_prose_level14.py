@@ -1,0 +1,88 @@
+"""Every number the Level 14 page quotes, recomputed from its recorded run (gemm_course.dsl.lesson.RECORD_FILE), in
+both languages."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gemm_course.dsl import lesson
+from gemm_course.dsl.record import read_record
+from test_package import _english_prose, assert_prose_says  # tests/ is on sys.path (rootdir-less test modules)
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "14_triton_gluon.ipynb"
+BIG, SMALL = (8192, 8192, 8192), (4096, 4096, 4096)
+WIDE_TILED = {"BM": 128, "BN": 256, "BK": 64, "group_m": 8, "num_warps": 8, "num_stages": 3}
+LEVEL10_TILED = {"BM": 128, "BN": 128, "BK": 32, "group_m": 8, "num_warps": 8, "num_stages": 4}
+WIDE_TMA = {"BM": 128, "BN": 256, "BK": 64, "num_stages": 3, "c_type": "input"}
+WIDE_GLUON = {"BM": 128, "BN": 256, "BK": 64, "stages": 3, "c_type": "input"}
+
+
+def _rows():
+    path = lesson.record_path()
+    if path is None:
+        pytest.skip("no Level 14 record named yet (gemm_course.dsl.lesson.RECORD_FILE)")
+    return [r for r in read_record(path) if r["status"] == "timed" and r["dtype"] == "bfloat16"]
+
+
+def _row(rows, shape, kernel, setting):
+    return next(r for r in rows if (r["M"], r["N"], r["K"]) == shape and r["kernel"] == kernel and r["setting"] == setting)
+
+
+def _shapes(rows):
+    return list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in rows))
+
+
+def claims() -> dict[str, str]:
+    """The page's numbers, formatted as the prose gives them (English; the Chinese prose has the same numbers)."""
+    rows = _rows()
+    big = [r for r in rows if (r["M"], r["N"], r["K"]) == BIG]
+    wide, narrow = _row(rows, BIG, "triton_tiled", WIDE_TILED), _row(rows, BIG, "triton_tiled", LEVEL10_TILED)
+    l10 = _row(rows, BIG, "10_mma_pipeline", {})
+    tma, gluon = _row(rows, BIG, "triton_hopper", WIDE_TMA), _row(rows, BIG, "gluon", WIDE_GLUON)
+    l11, l11_bf16 = _row(rows, BIG, "11_hopper_wgmma", {}), _row(rows, BIG, "11_hopper_wgmma", {"c_type": "input"})
+    paired = [r["tflops"] / r["ratio_to_cublas"] for r in big if r["kernel"] != "cublas"]
+    clocks = [r["sm_clock_mhz"] for r in big]
+    beat = [_row(rows, s, "triton_hopper", WIDE_TMA)["tflops"] / _row(rows, s, "11_hopper_wgmma", {"c_type": "input"})["tflops"]
+            for s in _shapes(rows)]
+    small_tma = _row(rows, SMALL, "triton_hopper", WIDE_TMA)
+    small_l11 = _row(rows, SMALL, "11_hopper_wgmma", {"c_type": "input"})
+    return {
+        "tiled": f"{wide['tflops']:.1f} TFLOPS with its larger tile (128×256×64, 3 stages), {wide['ratio_to_cublas']:.1%} "
+                 f"of cuBLAS, and {narrow['tflops']:.1f} TFLOPS ({narrow['ratio_to_cublas']:.1%}) with Level 10's tile",
+        "level10": f"Level 10 at its default setting reached {l10['tflops']:.1f} TFLOPS ({l10['ratio_to_cublas']:.1%})",
+        "tiled_over_10": f"{wide['tflops'] / l10['tflops']:.2f}×",
+        "hopper": f"The Hopper Triton kernel with bf16 C reached {tma['tflops']:.1f} TFLOPS ({tma['ratio_to_cublas']:.1%} "
+                  f"of cuBLAS), the Gluon kernel {gluon['tflops']:.1f} TFLOPS ({gluon['ratio_to_cublas']:.1%})",
+        "level11": f"{l11['tflops']:.1f} TFLOPS ({l11['ratio_to_cublas']:.1%}) with fp32 C and {l11_bf16['tflops']:.1f} "
+                   f"TFLOPS ({l11_bf16['ratio_to_cublas']:.1%}) with bf16 C",
+        "spread": f"cuBLAS measured {min(paired):.1f} to {max(paired):.1f} TFLOPS across its pairings",
+        "clocks": f"SM clocks of {min(clocks):.0f} to {max(clocks):.0f} MHz",
+        "beat": f"{min(beat):.2f}× to {max(beat):.2f}×",
+        "shapes": f"At all {len(beat)} recorded shapes",
+        "small": f"{small_tma['tflops']:.1f} TFLOPS against {small_l11['tflops']:.1f}",
+    }
+
+
+def test_the_english_prose_quotes_the_recorded_run():
+    assert_prose_says(claims().values(), _english_prose(NOTEBOOK))
+
+
+def test_the_chinese_prose_has_the_same_numbers():
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    chinese = "\n".join("".join(c["source"]) for c in nb["cells"] if "lang-zh" in c.get("metadata", {}).get("tags", []))
+    import re
+
+    for claim in claims().values():
+        for number in re.findall(r"\d+(?:\.\d+)?", claim):
+            if number not in ("128", "256", "64", "3", "10", "32", "16"):
+                assert number in chinese, f"the Chinese prose should give {number} (from {claim!r})"
+
+
+def test_the_record_shows_what_the_prose_compares():
+    """The comparison in the prose is within one run and one card: every quoted row is from the named file."""
+    rows = _rows()
+    assert len({(r["gpu"], r["date"], r["file"]) for r in rows}) == 1
+    assert all(r["ratio_to_cublas"] and r["sm_clock_mhz"] for r in rows)
