@@ -25,6 +25,7 @@ screen(...) returns the preprocessed text that both builds compile, or a failed 
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import shutil
@@ -216,10 +217,18 @@ def indirect_calls(library: Path, source_name: str) -> Optional[str]:
                              timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    where = ""
-    for line in out.splitlines():
-        if line.startswith("/") or re.match(r"^[\w./-]+:\d+", line):
-            where = line.split(" (")[0]
-        elif re.search(r"\b(call|jmp)q?\s+\*", line) and Path(where.rsplit(":", 1)[0]).name == source_name:
+    # objdump -l puts a "file:line" line before the instructions of each source line. Both kinds of line are found
+    # by one pass of a regular expression over the whole text (a library's listing has thousands of lines); each
+    # indirect call or jump is then given the last location line before it.
+    locations = [(m.start(), m.group(0).split(" (")[0]) for m in _LOCATION_LINE.finditer(out)]
+    starts = [at for at, _ in locations]
+    for call in _INDIRECT_CALL.finditer(out):
+        i = bisect.bisect_right(starts, call.start()) - 1
+        where = locations[i][1] if i >= 0 else ""
+        if Path(where.rsplit(":", 1)[0]).name == source_name:
             return f"{source_name}:{where.rsplit(':', 1)[-1]}"
     return None
+
+
+_LOCATION_LINE = re.compile(r"^(?:/|[\w./-]+:\d+).*$", re.M)  # "/path/file.cu:57" or "file.cu:57 (discriminator 1)"
+_INDIRECT_CALL = re.compile(r"^(?!/|[\w./-]+:\d+).*\b(?:call|jmp)q?\s+\*.*$", re.M)
