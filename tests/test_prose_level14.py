@@ -86,3 +86,24 @@ def test_the_record_shows_what_the_prose_compares():
     rows = _rows()
     assert len({(r["gpu"], r["date"], r["file"]) for r in rows}) == 1
     assert all(r["ratio_to_cublas"] and r["sm_clock_mhz"] for r in rows)
+
+
+def test_the_ladder_page_quotes_the_same_run():
+    """book/ladder.md's side branch: the same numbers as Level 14's page, from the same file, in both languages."""
+    import re
+
+    from test_prose_pages import english
+
+    c = claims()
+    rows = _rows()
+    wide = _row(rows, BIG, "triton_tiled", WIDE_TILED)
+    l11_bf16 = _row(rows, BIG, "11_hopper_wgmma", {"c_type": "input"})
+    quoted = [c["hopper"], c["spread"],
+              f"the tiled Triton kernel reached {wide['tflops']:.1f} TFLOPS, {wide['ratio_to_cublas']:.1%} of cuBLAS",
+              f"Level 11 at its default setting {l11_bf16['tflops']:.1f} TFLOPS ({l11_bf16['ratio_to_cublas']:.1%}) with bf16 C"]
+    assert_prose_says(quoted, english("ladder.md"))
+    text = (ROOT / "book" / "ladder.md").read_text(encoding="utf-8")
+    chinese = text[text.index("### 一条支线"):]
+    for claim in quoted:
+        for number in re.findall(r"\d+\.\d+", claim):
+            assert number in chinese, f"book/ladder.md's Chinese side branch should give {number}"
