@@ -625,3 +625,29 @@ def test_the_grader_shows_the_chinese_half_in_its_chinese_verdict():
     assert step.name == "race" and step.passed is False
     assert "shared-memory race" in step.en and not _CJK.search(step.en)
     assert "共享内存竞争" in step.zh and "shared-memory race" not in step.zh
+
+
+def test_an_epilogue_that_nearly_cancels_is_judged_against_its_terms():
+    """At 1×1×1, alpha·a·b + bias (+ beta·c) can nearly cancel: the rounding of those terms is then large next to the
+    result, and check() measures the error against the terms' size, as the grader does. These seeds failed when the
+    error was taken relative to the result alone (about 1 check in 800 of --all-settings at the small shapes)."""
+    from gemm_course.run.check import check
+
+    lv = gc.get_level("06_fused_epilogue")
+    tile = dict(BM=16, BN=16, BK=4, TM=1, TN=1)
+    for seed, epilogue in ((46, dict(activation="none", bias=True, accumulate=False)),
+                           (58, dict(activation="gelu", bias=False, accumulate=True)),
+                           (1061, dict(activation="relu", bias=True, accumulate=True))):
+        result = check(lv, 1, 1, 1, seed=seed, backend="cpu", **tile, **epilogue)
+        assert result.passed, result
+    # A kernel that drops the bias still fails, at 1×1×1 and at a larger shape: the missing term is the size of
+    # the terms, not of their rounding.
+    from gemm_course.run.compile import kernel_source
+
+    source = kernel_source(lv)
+    broken = source.replace("if (HAS_BIAS) v += bias[c];", "if (HAS_BIAS) v += 0.0f;")
+    assert broken != source
+    for shape in ((1, 1, 1), (33, 65, 17)):
+        result = check(lv, *shape, seed=46, backend="cpu", source=broken, **tile, activation="none", bias=True,
+                       accumulate=False)
+        assert not result.passed, result

@@ -310,7 +310,7 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
     not the learner's); with compare_orders the small shape with the most blocks runs in a second order
     too, and C must come out the same, bit for bit."""
     from gemm_course.run import cpu_backend as cb
-    from gemm_course.run.check import epilogue_inputs, relative_error, tolerance
+    from gemm_course.run.check import epilogue_inputs, epilogue_terms, relative_error, tolerance
     from gemm_course.run.launch import gemm
 
     lv = get_level(ex.level)
@@ -339,11 +339,8 @@ def _correct_on_cpu(ex: Any, source: str, shapes: Sequence[tuple[int, int, int]]
             extra, C_initial, reference = epilogue_inputs(resolved, reference, "float32", np, seed=seed + n,
                                                           alpha=alpha, beta=beta)
             run.update(extra)
-            terms = alpha * float(np.linalg.norm(product))
-            if extra["bias"] is not False:
-                terms += float(np.linalg.norm(np.broadcast_to(extra["bias"].astype(np.float64), (M, N))))
+            terms = epilogue_terms(product, extra, C_initial, np)
             if C_initial is not None:
-                terms += beta * float(np.linalg.norm(C_initial.astype(np.float64)))
                 C = C_initial
         shape = f"{M}×{N}×{K}{setting}"
         second = compare_orders and (M, N, K) == compared

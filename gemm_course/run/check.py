@@ -176,16 +176,34 @@ def check(level: str | int | Level, M: int, N: int, K: int, *, dtype: Optional[s
     C = nan_filled(A.shape[:-1] + (N,), c_type, xp)  # poison: unwritten stays NaN
     reference = to_float64(A) @ to_float64(B)  # the rounded inputs, exactly
     run_params: dict[str, Any] = dict(resolved)
+    terms = 0.0
     if lv.epilogue:
+        product = reference
         extra, C_initial, reference = epilogue_inputs(resolved, reference, dtype, xp, seed)
+        terms = epilogue_terms(product, extra, C_initial, xp)  # before the kernel overwrites C_initial
         run_params.update(extra)
         if C_initial is not None:
             C = C_initial  # read by the kernel: no poison
     gemm(A, B, lv, out=C, source=source, backend=backend, **run_params)
     unwritten = int(xp.isnan(to_float64(C)).sum())
+    error = relative_error(C, reference)
+    if terms and math.isfinite(error):
+        error = min(error, float(xp.linalg.norm(to_float64(C) - reference)) / terms)
     params_shown = resolved | {"batch": batch} if batch else resolved
-    return CheckResult(lv.id, params_shown, M, N, K, dtype, relative_error(C, reference),
-                       tolerance(dtype, K, c_type), unwritten)
+    return CheckResult(lv.id, params_shown, M, N, K, dtype, error, tolerance(dtype, K, c_type), unwritten)
+
+
+def epilogue_terms(product: Any, extra: dict, C_initial: Any, xp: Any) -> float:
+    """The size of what an epilogue adds up, alpha·‖A·B‖ + ‖bias‖ + beta·‖C_old‖ (bias over all M rows): an
+    epilogue's result may nearly cancel (alpha·A·B + bias ≈ 0, at 1×1×1 say), and its error, made by rounding
+    these terms, is then measured against their size rather than against the small result."""
+    M, N = product.shape[-2:]
+    terms = float(np.float32(extra["alpha"])) * float(xp.linalg.norm(product))
+    if extra["bias"] is not False:
+        terms += float(xp.linalg.norm(extra["bias"].astype(xp.float64))) * math.sqrt(M)
+    if C_initial is not None:
+        terms += float(np.float32(extra["beta"])) * float(xp.linalg.norm(C_initial.astype(xp.float64)))
+    return terms
 
 
 def epilogue_inputs(p: dict, AB: Any, dtype: str, xp: Any, seed: Optional[int] = None,
