@@ -328,7 +328,7 @@ def compile_table(rows: Optional[Sequence[tuple[str, str, str, dict]]] = None) -
                     f"{r.shared_bytes / 1024:.0f}", str(ins["wgmma.mma_async"]), str(ins["mma.sync"]),
                     str(ins["fma.rn.f32"]), str(ins["cp.async.bulk.tensor"]), str(ins["cp.async"])])
     return Table([text("kernel", "内核"), text("target", "目标"), text("inputs", "输入"),
-                  text("tile/stages", "分块/级数"), text("threads", "线程"), text("registers", "寄存器"),
+                  text("tile/stages", "分块/流水级数"), text("threads", "线程"), text("registers", "寄存器"),
                   text("spill B", "溢出 B"), text("shared KB", "共享内存 KB"), "wgmma", "mma.sync", "fma.f32",
                   "TMA", "cp.async"], out,
                  caption=text("compiled here by Triton for each target, no GPU; registers and spills from ptxas -v; "
