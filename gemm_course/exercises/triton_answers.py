@@ -34,7 +34,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
@@ -407,6 +407,11 @@ def _setting_text(setting: Mapping[str, int]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in setting.items())
 
 
+def _where(setting: Mapping[str, int], M: int, N: int, K: int) -> tuple[str, str]:
+    """A launch as the verdicts name it: its shape and tile setting, in English and in Chinese."""
+    return f"{M}×{N}×{K} ({_setting_text(setting)})", f"{M}×{N}×{K}（{_setting_text(setting)}）"
+
+
 def _in_child(attempt: Attempt, runs: list[dict[str, Any]], blobs: list[bytes]) -> dict[str, Any]:
     from .chapters import _REFUSED_NAMES
     from .sandbox import Child, classify
@@ -476,8 +481,7 @@ def grade_tile_loop(attempt: Attempt) -> list[Step]:
     steps = [Step("answer", True, "a Triton kernel that computes with tl.* only", "只用 tl.* 计算的 Triton 内核")]
     for i, row in enumerate(answer["runs"]):
         setting, (M, N, K) = cases[i][0], (runs[i]["M"], runs[i]["N"], runs[i]["K"])
-        where = f"{M}×{N}×{K} ({_setting_text(setting)})"
-        where_zh = f"{M}×{N}×{K}（{_setting_text(setting)}）"
+        where, where_zh = _where(setting, M, N, K)
         if "error" in row:
             return steps + [Step("run", False, f"at {where} the kernel raised {row['error']}",
                                  f"{where_zh} 时内核抛出了 {row['error']}")]
@@ -540,8 +544,7 @@ def dot_check(attempt: Attempt, check: dict) -> Step:
                     "没有记录到任何启动，因此无法统计 tl.dot 调用")
     for setting, (M, N, K), row in runs:
         BM, BN, BK = setting["BM"], setting["BN"], setting["BK"]
-        where = f"{M}×{N}×{K} ({_setting_text(setting)})"
-        where_zh = f"{M}×{N}×{K}（{_setting_text(setting)}）"
+        where, where_zh = _where(setting, M, N, K)
         want = math.ceil(K / BK)
         if not row["dots"]:
             return Step("dot", False, f"at {where} no tl.dot ran: the right C came from element-wise products. The "
