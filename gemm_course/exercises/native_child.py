@@ -66,9 +66,9 @@ def _launch(kernel: cb.CpuKernel, request: dict, blobs: list[bytes]) -> tuple[di
     out_blobs = [args[i].tobytes() for i in outputs]
     if log is not None:
         records = log.records.copy()
-        pcs = np.unique(records["pc"])
-        offsets = {int(pc): kernel.code_offset(int(pc)) for pc in pcs}  # library offsets: the parent has no library
-        records["pc"] = [offsets[int(pc)] for pc in records["pc"]]
+        pcs, which = np.unique(records["pc"], return_inverse=True)
+        # library offsets: the parent has no library
+        records["pc"] = np.array([kernel.code_offset(int(pc)) for pc in pcs], dtype=np.uint64)[which.ravel()]
         answer["log"] = {"arrays": {k: list(v) for k, v in log.arrays.items()}, "truncated": log.truncated,
                          "blocks": [list(b) for b in log.blocks], "intervals": list(log.intervals),
                          "shapes": {k: list(v) for k, v in log.shapes.items()}}

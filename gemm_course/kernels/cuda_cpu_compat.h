@@ -540,9 +540,19 @@ GC_RUNTIME inline void note_race(int earlier, uintptr_t earlier_pc, uintptr_t pc
     race.kind = kind;
 }
 
+GC_RUNTIME inline bool in_an_array(uintptr_t a) {
+    for (int i = 0; i < rt.array_count; ++i)
+        if (a - (uintptr_t)rt.arrays[i].address < rt.arrays[i].bytes) return true;
+    return false;
+}
+
 GC_RUNTIME inline void record_access(int t, const void* p, size_t size, int flags, uintptr_t pc) {
     uintptr_t offset = 0;
     const bool shared = shadow_of((uintptr_t)p, &offset) != nullptr;
+    // Only shared memory and the arrays: whoever reads the profile (warp_access) counts nothing else, and a
+    // thread's own stack (local variables a register tile may keep there) could be most of the accesses, and
+    // fill the buffer before the later profiled blocks were recorded.
+    if (!shared && !in_an_array((uintptr_t)p)) return;
     if (race.profile_count < race.profile_capacity)
         race.profile[race.profile_count++] = AccessRecord{rt.interval - race.first_interval, race.profiled_block,
                                                           (unsigned short)t, (unsigned char)(size > 255 ? 255 : size),
@@ -686,6 +696,13 @@ GC_RUNTIME __attribute__((noinline)) void shared_access_checked(const void* p, s
                                                                bool atomic);
 
 GC_RUNTIME inline void shared_access(const void* p, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+    // The running thread's own stack (the local arrays of a register tile can be most of the accesses): the full
+    // path would find it neither shared memory nor an array, record nothing and let it pass (check_global's
+    // first test), so it passes here, without the call.
+    if (rt.current >= 0) {
+        const uintptr_t lo = (uintptr_t)rt.stacks + (uintptr_t)rt.current * stack_slot() + page_size();
+        if ((uintptr_t)p >= lo && (uintptr_t)p + size <= lo + kStackBytes) return;
+    }
 #ifdef GC_CPU_POISON_SHARED
     // The access's offset in the shadow's numbering (shadow_of's): static shared memory first, then dynamic.
     uintptr_t offset = (uintptr_t)p - (uintptr_t)gc_shared_begin;
