@@ -775,7 +775,7 @@ def grade(exercise_id: str, source: Any = None, *, file_name: Optional[str] = No
                         break
         except ChildFailed as err:
             verdict.steps.append(Step("run", False, err.en, err.zh))
-        verdict.printed = child.printed
+    verdict.printed = child.printed  # read once the child has ended: everything it printed is in
     if not verdict.failed_step and ex.runner in ("level_kernel", "tensor_core"):
         verdict.steps += _gpu_run(ex, attempt.source)
     return verdict

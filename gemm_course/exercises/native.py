@@ -23,7 +23,8 @@ import numpy as np
 from gemm_course.levels import Launch
 from gemm_course.run import cpu_backend as cb
 
-from .sandbox import Child, ChildFailed, course_root
+from .sandbox import Child, ChildFailed, course_root, scrubbed_environment
+from .zygote import Zygote
 
 _BUILTIN_ERRORS = {"TypeError": TypeError, "ValueError": ValueError, "OverflowError": OverflowError,
                    "MemoryError": MemoryError, "KeyError": KeyError}
@@ -57,6 +58,21 @@ class KernelRefusedError(cb.CpuCompileError):
     """The CPU build holds what the grader does not run (see screen.indirect_calls)."""
 
 
+ZYGOTE_ENV = "GEMM_COURSE_GRADE_ZYGOTE"
+
+
+def _zygote(preamble: str) -> Optional[Zygote]:
+    """The zygote that forks this process's grading children (zygote.py), unless $GEMM_COURSE_GRADE_ZYGOTE is 0:
+    then each child starts Python itself, as where zygotes cannot work."""
+    import os
+    import tempfile
+
+    if os.environ.get(ZYGOTE_ENV, "1").strip() == "0":
+        return None
+    return Zygote.shared("native", preamble, "gemm_course.exercises.native_child:main",
+                         scrubbed_environment(tempfile.gettempdir()))
+
+
 class Session:
     """One grading's child process, started at the first kernel loaded. block_order_seed: the order of
     blocks for launches that name none (0: CUDA's; the grader draws one per graded shape)."""
@@ -75,13 +91,14 @@ class Session:
             # The packages gemm_course and gemm_course.exercises stand in as bare namespaces, so that their
             # __init__ (the notebooks' facade: plotting, timing, widgets) is not imported: the child needs the
             # CPU backend alone, and starts in about half the time (0.25 s against 0.45 s, measured).
-            code = (f"import sys, types, os; root = {course_root()!r}; sys.path.insert(0, root)\n"
-                    "for name in ('gemm_course', 'gemm_course.exercises'):\n"
-                    "    package = types.ModuleType(name)\n"
-                    "    package.__path__ = [os.path.join(root, *name.split('.'))]\n"
-                    "    sys.modules[name] = package\n"
-                    "from gemm_course.exercises.native_child import main; main()")
-            self._child = Child([sys.executable, "-I", "-c", code], wall_s=self.wall_s)
+            preamble = (f"import sys, types, os; root = {course_root()!r}; sys.path.insert(0, root)\n"
+                        "for name in ('gemm_course', 'gemm_course.exercises'):\n"
+                        "    package = types.ModuleType(name)\n"
+                        "    package.__path__ = [os.path.join(root, *name.split('.'))]\n"
+                        "    sys.modules[name] = package\n"
+                        "from gemm_course.exercises.native_child import main")
+            self._child = Child([sys.executable, "-I", "-c", preamble + "; main()"], wall_s=self.wall_s,
+                                zygote=_zygote(preamble))
         return self._child
 
     @property

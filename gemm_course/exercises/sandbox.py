@@ -35,6 +35,7 @@ import time
 from typing import Any, BinaryIO, Optional, Sequence
 
 from .child_prelude import RESULT_FD_ENV, read_message, write_message
+from .zygote import ForkedProcess, Zygote, ZygoteUnavailable
 
 WALL_ENV = "GEMM_COURSE_GRADE_WALL_S"
 
@@ -51,6 +52,15 @@ class ChildFailed(RuntimeError):
     def __init__(self, kind: str, en: str, zh: str, output: str = ""):
         super().__init__(f"{en} / {zh}")
         self.kind, self.en, self.zh, self.output = kind, en, zh, output
+
+
+def scrubbed_environment(home: str) -> dict[str, str]:
+    """Everything a child's environment holds (before what its runner adds): PATH, its own HOME and TMPDIR, a
+    UTF-8 locale. One BLAS thread: the child computes no large matrix products, and OpenBLAS's own threads,
+    started at NumPy's import, doubled the CPU time of a child's start (0.40 against 0.22 CPU-s, measured)."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home,
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def wall_limit() -> float:
@@ -85,7 +95,7 @@ class _Drain(threading.Thread):
 
     def run(self) -> None:
         while True:
-            chunk = self.stream.read(65536)
+            chunk = self.stream.read1(65536)  # what is there now (read() would wait for 64 KB or the end)
             if not chunk:
                 return
             self.total += len(chunk)
@@ -104,23 +114,21 @@ class Child:
     whose driver maps far more address space and keeps a cache of compiled kernels)."""
 
     def __init__(self, argv: Sequence[str], *, wall_s: Optional[float] = None, memory_bytes: Optional[int] = MEMORY_BYTES,
-                 file_bytes: Optional[int] = 0, env: Optional[dict[str, str]] = None, output_cap: int = OUTPUT_CAP):
+                 file_bytes: Optional[int] = 0, env: Optional[dict[str, str]] = None, output_cap: int = OUTPUT_CAP,
+                 zygote: Optional[Zygote] = None):
         self.wall_s = wall_limit() if wall_s is None else float(wall_s)
         self._tmp = tempfile.TemporaryDirectory(prefix="gemm_course_grading_")
         read_end, write_end = os.pipe()
         home = self._tmp.name
-        # One BLAS thread: the child computes no large matrix products, and OpenBLAS's own threads, started at
-        # NumPy's import, doubled the CPU time of a child's start (0.40 against 0.22 CPU-s, measured).
-        scrubbed = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home,
-                    "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-                    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                    RESULT_FD_ENV: str(write_end), **(env or {})}
+        scrubbed = {**scrubbed_environment(home), **(env or {})}
         cpu_s = int(self.wall_s) + 5  # CPU seconds: a spinning child meets the wall clock first
         try:
-            self._proc = subprocess.Popen(
-                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=home,
-                env=scrubbed, pass_fds=(write_end,), start_new_session=True,
-                preexec_fn=lambda: _limits(cpu_s, memory_bytes, file_bytes) if sys.platform != "win32" else None)
+            self._proc = self._forked(zygote, scrubbed, home, (cpu_s, memory_bytes, file_bytes), write_end)
+            if self._proc is None:
+                self._proc = subprocess.Popen(
+                    list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=home,
+                    env={**scrubbed, RESULT_FD_ENV: str(write_end)}, pass_fds=(write_end,), start_new_session=True,
+                    preexec_fn=lambda: _limits(cpu_s, memory_bytes, file_bytes) if sys.platform != "win32" else None)
         finally:
             os.close(write_end)
         self._results = os.fdopen(read_end, "rb", buffering=0)
@@ -128,6 +136,25 @@ class Child:
         self._stderr = _Drain(self._proc.stderr, output_cap)
         self._deadline = time.monotonic() + self.wall_s
         self._failed: Optional[ChildFailed] = None
+
+    @staticmethod
+    def _forked(zygote: Optional[Zygote], env: dict[str, str], home: str, limits: tuple[int, Optional[int], Optional[int]],
+                result_fd: int) -> Optional[ForkedProcess]:
+        """The child forked by the zygote (same pipes, environment and limits), or None: start it with Popen."""
+        if zygote is None:
+            return None
+        pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1], result_fd]
+        try:
+            pid = zygote.spawn(theirs, env=env, cwd=home, limits=limits, result_fd_env=RESULT_FD_ENV)
+        except ZygoteUnavailable:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            return None
+        for fd in theirs[:3]:
+            os.close(fd)
+        return ForkedProcess(zygote, pid, pipes[0][1], pipes[1][0], pipes[2][0])
 
     def __enter__(self) -> "Child":
         return self
@@ -193,6 +220,8 @@ class Child:
         except subprocess.TimeoutExpired:
             self._kill()
             self._proc.wait()
+        self._stdout.join(1)  # what it printed last is read before anyone asks for it
+        self._stderr.join(1)
         self._results.close()
         self._tmp.cleanup()
 
