@@ -283,61 +283,158 @@ def prefetch_check(attempt: Attempt, check: dict) -> Step:
                 "checked)", f"下一个分块的加载都在计算循环之前（检查了 {checked} 个线程区间）")
 
 
-def _a_tile_words(threads: dict, tile: int) -> dict[tuple[int, int], int]:
-    """(m, k) within the tile -> the shared word where the block keeps A element (m, k), followed through the
-    data rather than through instruction order: a word is A's element of row m when every thread that reads
-    it (in the first barrier interval from its store on) computes row m of C and no other (a word of B is
-    read by threads of several rows); its k is the one A element of row m the storing thread loaded in the
-    store's interval (or the interval before, for a copy parked in registers across a barrier). Words with
-    no such single element (a float4 copy, a thread that loaded none) are left out."""
-    interned: dict[frozenset, frozenset] = {}  # equal row sets are one object: `is` then skips most intersections
-    c_rows = {t: interned.setdefault(rows, rows) for t, rows in
-              ((t, frozenset(a.index[0] for a in seq if a.space == "global" and a.array == "C" and a.write))
-               for t, seq in threads.items())}
-    readers: dict[tuple[int, int], frozenset] = {}  # (word, interval) -> the C rows every reader computes
-    loads: dict[tuple[tuple, int], list[tuple[int, int]]] = {}  # (thread, interval) -> A elements loaded
-    for t, seq in threads.items():
-        # Each distinct access once (equal accesses are one object, warp_access.sequences): a thread that reads a
-        # word again in the same interval changes neither the readers' rows nor the set of A elements it loaded.
-        for a in dict.fromkeys(seq):
-            if a.space == "shared" and not a.write and c_rows[t]:
-                mine = c_rows[t]
-                for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
-                    key = (word, a.interval)
-                    rows = readers.get(key)
-                    if rows is None:
-                        readers[key] = mine
-                    elif rows is not mine:
-                        readers[key] = rows & mine
-            elif a.space == "global" and a.array == "A" and not a.write:
-                loads.setdefault((t, a.interval), []).extend(
-                    (a.index[0], a.index[1] + j) for j in range(max(1, a.size // 4)))
-    read_intervals: dict[int, list[int]] = {}
-    for word, interval in sorted(readers):
-        read_intervals.setdefault(word, []).append(interval)
-    place: dict[tuple[int, int], int] = {}
-    for t, seq in threads.items():
-        for a in seq:
-            if a.space != "shared" or not a.write:
-                continue
-            for word in range(a.index[0] // 4, (a.index[0] + a.size + 3) // 4):
-                later = [i for i in read_intervals.get(word, []) if i >= a.interval]
-                rows = readers[(word, later[0])] if later else set()
-                if len(rows) != 1:
-                    continue  # a word of B, or one nobody computing C reads
-                (m,) = rows
-                for interval in (a.interval, a.interval - 1):
-                    ks = {k for row, k in loads.get((t, interval), []) if row == m}
-                    if ks:
-                        if len(ks) == 1:
-                            place.setdefault((m % tile, ks.pop() % tile), word)
-                        break
-    return place
+def _packed(*columns: Any) -> tuple[Any, list[int]]:
+    """Non-negative integer columns as one int64 key that sorts as the columns do, one after another (NumPy's
+    unique over rows sorts far slower), and the radix of each column."""
+    import numpy as np
+
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    radices, total = [], 1
+    for column in columns:
+        radix = int(column.max()) + 1 if len(column) else 1
+        total *= radix
+        if total >= 1 << 62:
+            raise OverflowError("columns too wide to pack into one int64")
+        key = key * radix + column
+        radices.append(radix)
+    return key, radices
+
+
+def _unpacked(key: Any, radices: list[int]) -> list[Any]:
+    out = []
+    for radix in reversed(radices):
+        key, column = key // radix, key % radix
+        out.append(column)
+    return out[::-1]
+
+
+def a_tile_places(log: Any, tile: int) -> dict[tuple[int, int, int], dict[tuple[int, int], int]]:
+    """Per profiled block, where each A element (m % tile, k % tile) lands in shared memory, found by following the
+    data: a shared word is A's element of row m when every thread that reads it (in the first barrier interval from
+    its store on) computes row m of C and no other (a word of B is read by threads of several rows); its k is the
+    one A element of row m the storing thread loaded in the store's interval (or the interval before, for a copy
+    parked in registers across a barrier). Words with no such single element (a float4 copy, a thread that loaded
+    none) are left out; of several stores of one (m, k), the first names the word (threads in the order they first
+    appear, each in program order). Computed from the log's records with NumPy."""
+    import numpy as np
+
+    from gemm_course.inspect.warp_access import _array_codes
+
+    rec = log.records
+    blocks = [tuple(b) for b in (getattr(log, "blocks", None) or [(0, 0, 0)])]
+    out: dict[tuple[int, int, int], dict[tuple[int, int], int]] = {b: {} for b in blocks}
+    if len(rec) == 0:
+        return out
+    flags = rec["flags"].astype(np.int64)
+    shared, write = (flags & 2) != 0, (flags & 1) != 0
+    address = rec["address"].astype(np.uint64)
+    code, names = _array_codes(log, address, shared)
+    shapes = getattr(log, "shapes", {}) or {}
+    size = rec["size"].astype(np.int64)
+    block, thread = rec["block"].astype(np.int64), rec["thread"].astype(np.int64)
+    interval = rec["interval"].astype(np.int64)
+
+    def index01(name: str, rows: Any) -> tuple[Any, Any]:
+        """warp_access._global_index's first two entries for the records `rows` of array `name`."""
+        base, _, item = log.arrays[name]
+        element = (address[rows] - np.uint64(base)).astype(np.int64) // int(item)
+        shape = tuple(shapes.get(name, ()))
+        if len(shape) == 2 and shape[-1] > 0:
+            return element // shape[-1], element % shape[-1]
+        if len(shape) >= 3 and shape[-1] > 0:
+            return element // (shape[-2] * shape[-1]), element % (shape[-2] * shape[-1]) // shape[-1]
+        return element, np.zeros_like(element)
+
+    def spread(rows: Any, count: Any) -> tuple[Any, Any]:
+        """Each of `rows` repeated count times, and the repeat's number (0, 1, ...)."""
+        which = np.repeat(rows, count)
+        return which, np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count)
+
+    def words(rows: Any) -> tuple[Any, Any, Any]:
+        """(record, shared word, the word's place among the record's words) for every word the records touch."""
+        first = address[rows].astype(np.int64) // 4
+        which, step = spread(rows, (address[rows].astype(np.int64) + size[rows] + 3) // 4 - first)
+        return which, address[which].astype(np.int64) // 4 + step, step
+
+    c_code = names.index("C") if "C" in names else -2
+    a_code = names.index("A") if "A" in names else -2
+    for b, where in enumerate(blocks):
+        mine = (block == b) & (code >= 0)
+        stores = np.nonzero(mine & ~shared & write & (code == c_code))[0]
+        reads = np.nonzero(mine & shared & ~write)[0]
+        if not len(stores) or not len(reads):
+            continue
+        # The C rows each thread writes: (thread, row) pairs, sorted by thread.
+        pair_key, pair_radices = _packed(thread[stores], index01("C", stores)[0])
+        pair_thread, pair_row = _unpacked(np.unique(pair_key), pair_radices)
+        first_pair = np.searchsorted(pair_thread, np.arange(thread.max() + 2))
+        reads = reads[(first_pair[thread[reads] + 1] - first_pair[thread[reads]]) > 0]
+        if not len(reads):
+            continue
+        # Readers of each (word, interval) that write C, and the C rows all of them compute.
+        r, w, _ = words(reads)
+        triple_key, triple_radices = _packed(w, interval[r], thread[r])
+        tw, ti, tt = _unpacked(np.unique(triple_key), triple_radices)
+        keys, key_of = np.unique(tw * triple_radices[1] + ti, return_inverse=True)  # (word, interval), sorted
+        key_of = key_of.reshape(-1)
+        readers = np.bincount(key_of, minlength=len(keys))
+        n_rows = first_pair[tt + 1] - first_pair[tt]
+        joined, nth = spread(np.arange(len(tt)), n_rows)
+        kr_key, kr_radices = _packed(key_of[joined], pair_row[first_pair[tt[joined]] + nth])
+        kr, kr_count = np.unique(kr_key, return_counts=True)
+        kr_key_of, kr_row = _unpacked(kr, kr_radices)
+        full = kr_count == readers[kr_key_of]
+        n_full = np.bincount(kr_key_of[full], minlength=len(keys))
+        the_row = np.full(len(keys), -1, dtype=np.int64)
+        the_row[kr_key_of[full]] = kr_row[full]  # the one row, where n_full == 1
+        # Each store's word: the first interval from the store on in which threads that write C read it.
+        stored = np.nonzero(mine & shared & write)[0]
+        s, sw, step = words(stored)
+        si = interval[s]
+        found = np.searchsorted(keys, sw * triple_radices[1] + np.minimum(si, triple_radices[1] - 1))
+        ok = (found < len(keys)) & (si < triple_radices[1])
+        found = np.where(ok, found, 0)
+        ok &= (keys[found] // triple_radices[1] == sw) & (n_full[found] == 1)
+        s, sw, step, si, row = s[ok], sw[ok], step[ok], si[ok], the_row[found[ok]]
+        ts = thread[s]
+        # The A elements of row m each thread loads in an interval: how many distinct k, and the k when one.
+        loads = np.nonzero(mine & ~shared & ~write & (code == a_code))[0]
+        if not len(loads) or not len(s):
+            continue
+        m, k = index01("A", loads)
+        which, j = spread(np.arange(len(loads)), np.maximum(1, size[loads] // 4))
+        load_key, load_radices = _packed(thread[loads][which], interval[loads][which] + 1, m[which], k[which] + j)
+        lt, li, lm, lk = _unpacked(np.unique(load_key), load_radices)
+        group_key = (lt * load_radices[1] + li) * load_radices[2] + lm
+        groups, group_start, group_count = np.unique(group_key, return_index=True, return_counts=True)
+
+        def group_of(iv: Any) -> Any:
+            """The group (thread, interval iv, row) of each store, or -1."""
+            inside = (ts < load_radices[0]) & (iv + 1 >= 0) & (iv + 1 < load_radices[1]) & (row < load_radices[2])
+            query = (np.where(inside, ts, 0) * load_radices[1] + np.where(inside, iv + 1, 0)) * load_radices[2] \
+                + np.where(inside, row, 0)
+            at = np.minimum(np.searchsorted(groups, query), len(groups) - 1)
+            return np.where(inside & (groups[at] == query), at, -1)
+
+        here, before = group_of(si), group_of(si - 1)
+        use = np.where(here >= 0, here, before)
+        keep = use >= 0
+        keep[keep] = group_count[use[keep]] == 1
+        s, sw, step, row, ts, use = s[keep], sw[keep], step[keep], row[keep], ts[keep], use[keep]
+        kk = lk[group_start[use]]
+        # The loop's order: threads as they first appear, each in program order; the first store of an (m, k) counts.
+        seen, first_at = np.unique(thread[np.nonzero(mine)[0]], return_index=True)
+        rank = np.zeros(thread.max() + 1, dtype=np.int64)
+        rank[seen] = np.argsort(np.argsort(first_at))
+        walk = np.lexsort([step, s, rank[ts]])
+        mk, first = np.unique((row[walk] % tile) * tile + kk[walk] % tile, return_index=True)
+        out[where] = {(int(v) // tile, int(v) % tile): int(sw[walk][i]) for v, i in zip(mk.tolist(), first.tolist())}
+    return out
 
 
 def transposed_check(attempt: Attempt, check: dict) -> Step:
     """The A tile stored transposed: where each A element (m, k) lands in shared memory is found by
-    _a_tile_words (which threads read the word, which element its writer loaded), not by the order of
+    a_tile_places (which threads read the word, which element its writer loaded), not by the order of
     the instructions; then for each k the words of the tile's m lie within one padded row (less than
     2 × tile words apart), and the rows of consecutive k are at least a tile's width apart. Fails when
     no profiled block shows 2 × tile A elements in shared memory: there is nothing to judge."""
@@ -345,9 +442,8 @@ def transposed_check(attempt: Attempt, check: dict) -> Step:
     lv = get_level(ex.level)
     tile = tile_shape(lv, lv.resolve(**ex.params))[0]
     judged = 0
-    for shape, sequences in _sequences(attempt):
-        for block, threads in sequences.items():
-            place = _a_tile_words(threads, tile)
+    for shape, log in _logs(attempt):
+        for block, place in a_tile_places(log, tile).items():
             if len(place) < 2 * tile:
                 continue
             judged += 1
