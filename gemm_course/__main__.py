@@ -330,6 +330,20 @@ def cmd_fp8(args: argparse.Namespace) -> None:
 def cmd_dsl(args: argparse.Namespace) -> None:
     """Level 14: --record checks and times the Triton and Gluon kernels on a GPU (gemm_course.dsl.record); without
     it, the tiled Triton kernel is checked in Triton's interpreter on the CPU (gemm_course.dsl.interpreter)."""
+    if args.counters:
+        if args.record or args.check_only or args.sizes:
+            raise ValueError(_plain("--counters profiles its own fixed targets: leave out --record, --check-only and "
+                                    "--sizes (python -m gemm_course dsl --counters --out FILE)",
+                                    "--counters 分析的是固定的一组内核：请去掉 --record、--check-only 和 --sizes"
+                                    "（python -m gemm_course dsl --counters --out FILE）"))
+        if not args.out:
+            raise ValueError(_plain("give --out FILE: the counters file to write (python -m gemm_course dsl --counters "
+                                    "--out FILE)", "请给出 --out FILE：要写入的计数器文件（python -m gemm_course dsl "
+                                    "--counters --out FILE）"))
+        from gemm_course.dsl.counters import record_counters
+
+        record_counters(args.out)
+        return
     for flag, given in (("--check-only", args.check_only), ("--sizes", args.sizes), ("--out", args.out)):
         if given and not args.record:
             raise ValueError(_plain(f"{flag} goes with --record: python -m gemm_course dsl --record --out FILE",
@@ -929,10 +943,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--record", action="store_true",
                    help="check every Triton and Gluon kernel on odd shapes, then time them beside cuBLAS and Levels 8, "
                         "10, 11 (gemm_course.dsl.record; a few minutes on an H100)")
+    p.add_argument("--counters", action="store_true",
+                   help="read hardware counters (ncu) of one setting of each DSL kernel beside Levels 10 and 11 and "
+                        "cuBLAS at 8192³ in bf16 (gemm_course.dsl.counters; a GPU and Nsight Compute)")
     p.add_argument("--check-only", action="store_true", help="with --record: the checks only, nothing timed")
     p.add_argument("--sizes", help="with --record: n or MxNxK, comma-separated (default: 4096, 8192 and two "
                                    "projection shapes)")
-    p.add_argument("--out", help="with --record: the result file to write (JSON)")
+    p.add_argument("--out", help="with --record or --counters: the result file to write (JSON)")
     p.set_defaults(func=cmd_dsl)
 
     p = sub.add_parser("exercises", help="the exercises: list, show ID, hint ID N, reveal ID, --status (no GPU needed)")

@@ -51,7 +51,10 @@ def test_command_line_refuses_flags_without_record() -> None:
                           (["--en", "dsl", "--sizes", "4096"], "--sizes goes with --record"),
                           (["--en", "dsl", "--record"], "give --out FILE"),
                           (["--en", "dsl", "--record", "--out", "x.json", "--check-only", "--sizes", "64"],
-                           "--check-only times nothing")):
+                           "--check-only times nothing"),
+                          (["--en", "dsl", "--counters"], "give --out FILE: the counters file"),
+                          (["--en", "dsl", "--counters", "--record", "--out", "x.json"], "leave out --record"),
+                          (["--en", "dsl", "--counters", "--sizes", "64", "--out", "x.json"], "leave out --record")):
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert str(done.value.code).startswith("python -m gemm_course dsl: ") and en_part in str(done.value.code)

@@ -157,6 +157,26 @@ def test_chart_number_and_table_from_a_record(tmp_path, capture_shown):
     assert isinstance(table.caption, Bilingual) and "2 run, 0 failed" in table.caption.en
 
 
+def test_the_counters_table_from_a_counters_file(tmp_path):
+    """dsl.counters' file shown as the Deeper section's table: each target's label and its metrics in the page's units;
+    a missing metric is a dash; no file, one line."""
+    from gemm_course.bilingual.text import Bilingual
+    from gemm_course.dsl import counters, lesson
+
+    rows = [{"kernel": k, "setting": s, "dtype": "bfloat16", "M": 8192, "N": 8192, "K": 8192, "kernels": ["k"],
+             "metrics": {"duration_ns": 1.5e6, "sm_clock_hz": 1.6e9, "instructions": 12.34e6, "tensor_pipe_pct": 80.25,
+                         "global_store_requests": 131072.0, "l2_read_sectors": None}} for k, s in counters.TARGETS]
+    path = tmp_path / "synthetic_14_dsl_counters.json"
+    path.write_text(json.dumps({"schema": 1, "provenance": {"gpu": "synthetic GPU", "date": "2000-01-02T00:00:00"},
+                                counters.COUNTERS_KEY: rows}), encoding="utf-8")
+    table = lesson.counters_table(path)
+    text = table.text()
+    assert len(table.rows) == len(counters.TARGETS) and "Triton TMA 128×256×64/3, bf16 C" in text and "cuBLAS" in text
+    assert table.rows[0][1:6] == ["1500", "1600", "12.3", "80.2%", "—"] and table.rows[0][6] == "131"
+    assert isinstance(table.caption, Bilingual) and "synthetic GPU" in table.caption.en and "8192×8192×8192" in table.caption.zh
+    assert lesson.counters_table(tmp_path / "missing.json") is None
+
+
 def test_line_maps_and_sources_need_no_triton():
     from gemm_course.dsl import lesson
 

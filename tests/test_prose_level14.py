@@ -119,3 +119,48 @@ def test_the_ladder_page_quotes_the_same_run():
     for claim in quoted:
         for number in re.findall(r"\d+\.\d+", claim):
             assert number in chinese, f"book/ladder.md's Chinese side branch should give {number}"
+
+
+def counter_claims() -> dict[str, str]:
+    """The Deeper section's counter numbers, formatted as its English prose gives them, from lesson.COUNTERS_FILE."""
+    from gemm_course.dsl.counters import find_row, read_counters
+    from gemm_course.measure.results import RESULTS_DIR
+
+    if lesson.COUNTERS_FILE is None:
+        pytest.skip("no Level 14 counters named yet (gemm_course.dsl.lesson.COUNTERS_FILE)")
+    rows = read_counters(RESULTS_DIR / lesson.COUNTERS_FILE)
+    m = {name: find_row(rows, kernel, setting)["metrics"] for name, kernel, setting in (
+        ("l10", "10_mma_pipeline", {}), ("tiled", "triton_tiled", WIDE_TILED), ("l11", "11_hopper_wgmma", {"c_type": "input"}),
+        ("step6", "11_hopper_wgmma", LEVEL11_BEST), ("tma", "triton_hopper", WIDE_TMA), ("gluon", "gluon", WIDE_GLUON),
+        ("cublas", "cublas", {}))}
+    million = lambda v: f"{v / 1e6:.1f} million"  # noqa: E731
+    return {
+        "instructions": f"The tiled Triton kernel executed {million(m['tiled']['instructions'])} warp instructions where "
+                        f"Level 10 executed {million(m['l10']['instructions'])}",
+        "busy": f"busy {m['tiled']['tensor_pipe_pct']:.1f}% of the time against {m['l10']['tensor_pipe_pct']:.1f}%",
+        "ldmatrix": f"({million(m['l10']['ldmatrix_instructions'])} of its instructions)",
+        "pipe": f"goes from {m['l11']['tensor_pipe_pct']:.1f}% to {m['tma']['tensor_pipe_pct']:.1f}% busy",
+        "stores": f"with {m['l11']['global_store_requests']:,.0f} global store instructions, the Triton kernel with "
+                  f"{'none' if m['tma']['global_store_requests'] == 0 else int(m['tma']['global_store_requests'])}",
+        "step6": f"as step 6 does ({m['step6']['tensor_pipe_pct']:.1f}% busy)",
+        "l2": f"{million(m['tma']['l2_read_sectors'])} against {million(m['l11']['l2_read_sectors'])} for Level 11's default "
+              f"and {million(m['step6']['l2_read_sectors'])} for step 6",
+        "gluon": f"The Gluon kernel executed the fewest instructions ({million(m['gluon']['instructions'])}) at "
+                 f"{m['gluon']['tensor_pipe_pct']:.1f}% busy, and cuBLAS's kernel ran at {m['cublas']['tensor_pipe_pct']:.1f}%",
+    }
+
+
+def test_the_counters_prose_quotes_the_recorded_counters():
+    """Every counter the Deeper section quotes, in English as written and in Chinese by its numbers; step 6 and the
+    Triton kernel store C with no global store instruction (what the prose says a TMA store means)."""
+    import re
+
+    claims = counter_claims()
+    assert_prose_says(claims.values(), _english_prose(NOTEBOOK))
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    chinese = "\n".join("".join(c["source"]) for c in nb["cells"] if "lang-zh" in c.get("metadata", {}).get("tags", []))
+    section = chinese[chinese.index("### 计数器说明了什么"):]
+    for claim in claims.values():
+        for number in re.findall(r"\d[\d,]*(?:\.\d+)?", claim):
+            if number not in ("6", "10", "11"):
+                assert number in section, f"the Chinese counters section should give {number} (from {claim!r})"

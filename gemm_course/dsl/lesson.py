@@ -17,6 +17,7 @@ that show it say so in one line.
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -181,6 +182,51 @@ def record_table(path: Optional[str | Path] = None) -> Optional[Table]:
                    f"共 {len(checks)} 项，{len(failed)} 项未通过")
     return Table([text("shape", "形状"), text("inputs", "输入"), text("kernel", "内核"), "TFLOPS",
                   text("of cuBLAS", "相对 cuBLAS"), text("SM MHz", "SM 频率")], out, caption=caption)
+
+
+COUNTERS_FILE: Optional[str] = "h100_14_dsl_counters.json"    # the recorded counters of the page's Deeper section (dsl.counters)
+COUNTER_COLUMNS = (  # (metric key, English header, Chinese header, how the value is shown)
+    ("duration_ns", "µs", "µs", lambda v: f"{v / 1e3:.0f}"),
+    ("sm_clock_hz", "SM MHz", "SM 频率", lambda v: f"{v / 1e6:.0f}"),
+    ("instructions", "warp instructions (M)", "线程束指令（百万）", lambda v: f"{v / 1e6:.1f}"),
+    ("tensor_pipe_pct", "Tensor pipe busy", "张量流水线繁忙", lambda v: f"{v:.1f}%"),
+    ("issue_active_pct", "issue active", "发射活跃", lambda v: f"{v:.1f}%"),
+    ("global_store_requests", "global stores (K)", "全局存储指令（千）", lambda v: f"{v / 1e3:.0f}"),
+    ("shared_store_wavefronts", "shared-store wavefronts (K)", "共享内存存储波前（千）", lambda v: f"{v / 1e3:.0f}"),
+    ("l2_read_sectors", "L2 read sectors (M)", "L2 读扇区（百万）", lambda v: f"{v / 1e6:.1f}"),
+    ("dram_read_bytes", "DRAM read (MB)", "显存读取（MB）", lambda v: f"{v / 1e6:.0f}"),
+)
+
+
+def counters_table(path: Optional[str | Path] = None) -> Optional[Table]:
+    """The recorded counters of one setting of each DSL kernel beside Levels 10 and 11 and cuBLAS (dsl.counters):
+    duration and clock under the profiler, instructions, Tensor pipe, stores, L2 and DRAM. One line if none."""
+    from gemm_course.dsl.counters import read_counters
+    from gemm_course.measure.results import RESULTS_DIR
+
+    found = Path(path) if path is not None else (RESULTS_DIR / COUNTERS_FILE if COUNTERS_FILE else None)
+    if found is None or not found.is_file():
+        command = "python -m gemm_course dsl --counters --out mine.json"
+        show(note(f"No recorded counters of this level ship with the course: on a GPU with Nsight Compute, "
+                  f"<code>{command}</code> reads them.", f"课程没有附带本级的计数器记录：在装有 Nsight Compute 的 GPU 上，"
+                  f"<code>{command}</code> 可以读取它们。", f"No recorded counters of this level ship with the course: "
+                  f"on a GPU with Nsight Compute, {command} reads them.",
+                  f"课程没有附带本级的计数器记录：在装有 Nsight Compute 的 GPU 上，{command} 可以读取它们。"))
+        return None
+    rows = read_counters(found)
+    provenance = json.loads(found.read_text(encoding="utf-8"))["provenance"]
+    out = []
+    for r in rows:
+        c_type = r["dtype"] if r["setting"].get("c_type") == "input" or r["kernel"] == "cublas" else "float32"
+        values = r["metrics"]
+        out.append([_label(r["kernel"], r["setting"], c_type, r["dtype"])] +
+                   [shown(values[key]) if values.get(key) is not None else "—" for key, _, _, shown in COUNTER_COLUMNS])
+    shape = "×".join(str(rows[0][k]) for k in ("M", "N", "K")) if rows else ""
+    caption = text(f"recorded: {found.name} ({provenance['gpu']}, {provenance['date'][:10]}); Nsight Compute, one launch "
+                   f"of each at {shape} in bf16, the GPU's own clock (--clock-control none); cuBLAS: its longest kernel",
+                   f"实测记录：{found.name}（{provenance['gpu']}，{provenance['date'][:10]}）；Nsight Compute，每个内核在 "
+                   f"{shape}、bf16 下启动一次，GPU 按自己的时钟运行（--clock-control none）；cuBLAS 取其耗时最长的内核")
+    return Table([text("kernel", "内核")] + [text(en, zh) for _, en, zh, _ in COUNTER_COLUMNS], out, caption=caption)
 
 
 # --- the run ----------------------------------------------------------------------------------------------------
