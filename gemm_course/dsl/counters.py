@@ -36,10 +36,9 @@ COUNTERS_KEY = "dsl_counters"
 def _run_targets(spec_path: str) -> None:
     """The program ncu profiles: each target launched once (checked), then once inside the NVTX range."""
     import cupy
-    from cupy.cuda import nvtx
 
     from gemm_course.dsl.record import c_type_of, prepared_launch
-    from gemm_course.measure.counters import NVTX_RANGE
+    from gemm_course.measure.counters import launch_profiled
     from gemm_course.run.check import random_operands, relative_error, tolerance
     from gemm_course.run.dtypes import nan_filled, to_float64
 
@@ -56,11 +55,7 @@ def _run_targets(spec_path: str) -> None:
         if not err <= tolerance(DTYPE, K, c_type):
             print(f"WRONG RESULT for {kernel} {setting}: relative error {err:.2e}", file=sys.stderr)
             sys.exit(3)
-        cupy.cuda.Device().synchronize()
-        nvtx.RangePush(NVTX_RANGE)
-        launch()
-        cupy.cuda.Device().synchronize()
-        nvtx.RangePop()
+        launch_profiled(launch)
         del C
         cupy.get_default_memory_pool().free_all_blocks()
 

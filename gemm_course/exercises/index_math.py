@@ -43,7 +43,8 @@ from typing import Callable, Optional, Sequence
 
 from gemm_course.run import cpu_backend
 from .grade import Attempt, Step, _code_only
-from .sandbox import MEMORY_BYTES, _limits
+from .sandbox import MEMORY_BYTES
+from .zygote import set_limits
 from .screen import Refusal as ScreenRefusal, screen_tokens
 
 STEP = "index_math"
@@ -260,7 +261,7 @@ def evaluate(functions: Sequence[Function], helpers: Sequence[Function], calls: 
         with tempfile.TemporaryDirectory(prefix="gemm_course_index_math_") as home:  # limits as a graded kernel's
             done = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                                   cwd=home, env={"PATH": "/usr/bin:/bin", "HOME": home},
-                                  preexec_fn=lambda: _limits(RUN_TIMEOUT_S + 1, MEMORY_BYTES, 0))
+                                  preexec_fn=lambda: set_limits(RUN_TIMEOUT_S + 1, MEMORY_BYTES, 0))
         out, code = done.stdout, done.returncode
     except subprocess.TimeoutExpired as err:
         out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")

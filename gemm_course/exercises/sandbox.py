@@ -35,7 +35,7 @@ import time
 from typing import Any, BinaryIO, Optional, Sequence
 
 from .child_prelude import RESULT_FD_ENV, read_message, write_message
-from .zygote import ForkedProcess, Zygote, ZygoteUnavailable
+from .zygote import ForkedProcess, Zygote, ZygoteUnavailable, set_limits
 
 WALL_ENV = "GEMM_COURSE_GRADE_WALL_S"
 
@@ -71,19 +71,6 @@ def wall_limit() -> float:
 
 
 # --- the parent's side ------------------------------------------------------------------------------
-
-def _limits(cpu_s: int, memory_bytes: Optional[int], file_bytes: Optional[int]) -> None:  # in the child, before exec
-    import resource
-
-    limits = [(resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_CORE, 0)]
-    limits += [(resource.RLIMIT_AS, memory_bytes)] if memory_bytes is not None else []
-    limits += [(resource.RLIMIT_FSIZE, file_bytes)] if file_bytes is not None else []
-    for which, value in limits:
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS: the wall-clock limit still holds
-            pass
-
 
 class _Drain(threading.Thread):
     """Reads one of the child's output streams to its end, keeping the first `cap` bytes."""
@@ -128,7 +115,7 @@ class Child:
                 self._proc = subprocess.Popen(
                     list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=home,
                     env={**scrubbed, RESULT_FD_ENV: str(write_end)}, pass_fds=(write_end,), start_new_session=True,
-                    preexec_fn=lambda: _limits(cpu_s, memory_bytes, file_bytes) if sys.platform != "win32" else None)
+                    preexec_fn=lambda: set_limits(cpu_s, memory_bytes, file_bytes) if sys.platform != "win32" else None)
         finally:
             os.close(write_end)
         self._results = os.fdopen(read_end, "rb", buffering=0)

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 ZYGOTE_FD_ENV = "GEMM_COURSE_ZYGOTE_FD"
 PACKET = 1 << 16  # one request or answer: a JSON object (the environment is the largest part)
@@ -190,6 +190,21 @@ class Zygote:
 
 # --- the zygote's side ---------------------------------------------------------------------------------
 
+def set_limits(cpu_s: int, memory_bytes: Optional[int], file_bytes: Optional[int]) -> None:
+    """In a grading child, before it runs anything: CPU seconds, address space, file size (0: no file written), no
+    core file."""
+    import resource
+
+    limits = [(resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_CORE, 0)]
+    limits += [(resource.RLIMIT_AS, memory_bytes)] if memory_bytes is not None else []
+    limits += [(resource.RLIMIT_FSIZE, file_bytes)] if file_bytes is not None else []
+    for which, value in limits:
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS: the wall-clock limit still holds
+            pass
+
+
 def _set_dumpable(value: int) -> None:
     import ctypes
 
@@ -200,9 +215,7 @@ def _set_dumpable(value: int) -> None:
 
 
 def _become_child(request: dict, fds: list[int], keep_closed: list[int]) -> None:
-    """In the forked child, before anything else runs: what Popen and sandbox._limits would have done."""
-    import resource
-
+    """In the forked child, before anything else runs: what Popen and set_limits do for a child started afresh."""
     for fd in keep_closed:
         os.close(fd)
     _set_dumpable(1)  # as a process started afresh is (the zygote is not: see serve)
@@ -215,15 +228,7 @@ def _become_child(request: dict, fds: list[int], keep_closed: list[int]) -> None
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in request["env"].items()})
     os.environ[request["result_fd_env"]] = str(fds[3])
-    cpu_s, memory_bytes, file_bytes = request["limits"]
-    limits = [(resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_CORE, 0)]
-    limits += [(resource.RLIMIT_AS, memory_bytes)] if memory_bytes is not None else []
-    limits += [(resource.RLIMIT_FSIZE, file_bytes)] if file_bytes is not None else []
-    for which, value in limits:
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            pass
+    set_limits(*request["limits"])
 
 
 def _run_child(request: dict, fds: list[int], keep_closed: list[int], target: str) -> None:
@@ -296,4 +301,4 @@ def serve(target: str) -> None:
         sock.send(json.dumps({"pid": pid}).encode())
 
 
-__all__ = ["Zygote", "ZygoteUnavailable", "ForkedProcess", "serve", "ZYGOTE_FD_ENV"]
+__all__ = ["Zygote", "ZygoteUnavailable", "ForkedProcess", "serve", "set_limits", "ZYGOTE_FD_ENV"]
