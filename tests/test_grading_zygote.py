@@ -123,3 +123,15 @@ def test_a_child_stopped_by_a_signal_reports_it_through_the_zygote():
         assert stopped.value.kind == "signal" and "SIGSEGV" in stopped.value.en
     finally:
         session.close()
+
+
+def test_a_zygote_that_cannot_start_leaves_children_to_start_afresh():
+    """A zygote whose imports fail dies before its first child: that child is started with Popen, and that kind of
+    zygote is not tried again in this process."""
+    import subprocess
+
+    broken = zygote.Zygote.shared("broken-for-a-test", "raise SystemExit(1)", "nowhere:main",
+                                  sandbox.scrubbed_environment("/"))
+    with sandbox.Child([sys.executable, "-I", "-c", "import sys; sys.stdin.read()"], wall_s=30, zygote=broken) as child:
+        assert isinstance(child._proc, subprocess.Popen)
+    assert zygote.Zygote.shared("broken-for-a-test", "", "nowhere:main", {}) is None

@@ -13,9 +13,10 @@ can read it).
 Where it cannot be used (not Linux, no pidfd, the zygote died or would not start), sandbox.Child starts
 its child as before; nothing else changes.
 
-    zygote = Zygote.shared("native", preamble, "from gemm_course.exercises.native_child import main")
-    process = zygote.spawn(fds, env=..., cwd=..., limits=(cpu_s, memory_bytes, file_bytes))
-    process.wait(timeout=5)
+    zygote = Zygote.shared("native", preamble, "gemm_course.exercises.native_child:main", environment)
+    pid = zygote.spawn([stdin, stdout, stderr, result], env=..., cwd=..., limits=(cpu_s, memory_bytes, file_bytes),
+                       result_fd_env=RESULT_FD_ENV)
+    ForkedProcess(zygote, pid, ...).wait(timeout=5)        # what sandbox.Child does with it
 
 The zygote's side (serve) is standard library only, apart from what the preamble imports.
 """
@@ -65,10 +66,12 @@ class Zygote:
     """One per grader process and kind of child (shared()); started at the first spawn."""
 
     _shared: dict[tuple[int, str], "Zygote"] = {}
+    _never_started: set[tuple[int, str]] = set()  # kinds whose zygote died before its first child: not tried again
     _shared_lock = threading.Lock()
 
-    def __init__(self, preamble: str, target: str, env: dict[str, str]):
-        self._preamble, self._target, self._env = preamble, target, env
+    def __init__(self, preamble: str, target: str, env: dict[str, str], key: tuple[int, str] = (0, "")):
+        self._preamble, self._target, self._env, self._key = preamble, target, env, key
+        self._spawned = 0
         self._lock = threading.Lock()       # one conversation at a time on the socket
         self._exits: dict[int, Optional[int]] = {}
         self._sock: Optional[socket.socket] = None
@@ -82,9 +85,11 @@ class Zygote:
             return None
         with cls._shared_lock:
             key = (os.getpid(), kind)
+            if key in cls._never_started:
+                return None
             zygote = cls._shared.get(key)
             if zygote is None or zygote._dead:
-                zygote = cls._shared[key] = cls(preamble, target, env)
+                zygote = cls._shared[key] = cls(preamble, target, env, key)
             return zygote
 
     def _start(self) -> None:
@@ -106,6 +111,8 @@ class Zygote:
 
     def _fail(self) -> ZygoteUnavailable:
         self._dead = True
+        if not self._spawned:  # it never forked a child (its imports failed?): start children afresh from now on
+            Zygote._never_started.add(self._key)
         if self._sock is not None:
             self._sock.close()
         if self._proc is not None:
@@ -146,6 +153,7 @@ class Zygote:
                     if answer is None:
                         raise self._fail()
                     if "pid" in answer:
+                        self._spawned += 1
                         return int(answer["pid"])
                     if "error" in answer:
                         raise ZygoteUnavailable(str(answer["error"]))
