@@ -97,6 +97,7 @@ def record_counters(out: str | Path, progress: Callable[[str], None] = print) ->
               f"against float64 (gemm_course.dsl.counters); one ncu run per metric group ({', '.join(GROUPS)})")
     payload: dict[str, Any] = {"schema": 1, "provenance": {**_provenance(method), "ncu": ncu_version(ncu),
                                                             "metrics": chosen, "clock_control": "none"},
+                               "records": [],  # every results file has this list (timings); this one holds none
                                COUNTERS_KEY: [{"kernel": k, "setting": dict(s), "dtype": DTYPE,
                                                "M": COUNTER_SHAPE[0], "N": COUNTER_SHAPE[1], "K": COUNTER_SHAPE[2],
                                                "kernels": [], "metrics": {}} for k, s in TARGETS]}

@@ -112,7 +112,7 @@ def recorded_run() -> dict[str, Any]:
     and Level 11, kept under "bf16_baselines" in the file) measured in the same run."""
     for path in results.recorded_files():
         data = results.load(path)
-        if any(r["level"] == LEVEL_ID for r in data["records"]):
+        if any(r["level"] == LEVEL_ID for r in data.get("records", [])):
             return {"records": data["records"] + data.get("bf16_baselines", []), "provenance": data["provenance"],
                     "file": path.name}
     raise LookupError("no recorded Level 13 run in gemm_course/results · gemm_course/results 中没有第 13 级的实测记录")
@@ -377,7 +377,7 @@ def small_m_run() -> dict[str, Any]:
     the per-tensor 128×128 kernel, each paired with cuBLASLt: {"records", "provenance", "file"}."""
     for path in results.recorded_files():
         data = results.load(path)
-        if any(r["level"] == LEVEL_ID and r["params"].get("block_m") == 64 for r in data["records"]):
+        if any(r["level"] == LEVEL_ID and r["params"].get("block_m") == 64 for r in data.get("records", [])):
             return {"records": data["records"], "provenance": data["provenance"], "file": path.name}
     raise LookupError("no recorded run of the 64-row FP8 kernel · 没有 64 行 FP8 内核的实测记录")
 
@@ -421,7 +421,7 @@ def staged_run() -> dict[str, Any]:
     block-scaled cuBLASLt: {"records", "provenance", "file"}."""
     for path in results.recorded_files():
         data = results.load(path)
-        if any(r["level"] == LEVEL_ID and r["params"].get("staged_scales") for r in data["records"]):
+        if any(r["level"] == LEVEL_ID and r["params"].get("staged_scales") for r in data.get("records", [])):
             return {"records": data["records"], "provenance": data["provenance"], "file": path.name}
     raise LookupError("no recorded run of staged scales · 没有缩放因子经共享内存的实测记录")
 
